@@ -1,0 +1,140 @@
+"""Adapters: plain callables, history readers (a function of the whole transformed history), and loading."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ._protocols import Agent, ArrayAgent, FutureInput, Namespace, Policy, TaskInput, Writer
+
+__all__ = ["AGENTS", "HistoryReader", "Visible", "from_callables", "load_agent", "register_agent"]
+
+
+@dataclass(frozen=True)
+class _CallableWriter:
+    init: Callable[[], Any]
+    step: Callable[[Any, TaskInput, str, float], Any]
+
+    def init_state(self) -> Any:
+        return self.init()
+
+    def update(self, state: Any, task: TaskInput, key: str, outcome: float) -> Any:
+        return self.step(state, task, key, outcome)
+
+
+@dataclass(frozen=True)
+class _CallablePolicy:
+    fn: Callable[..., str]
+    takes_rng: bool
+
+    def act(self, state: Any, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
+        if self.takes_rng:
+            return self.fn(state, task, menu, rng)
+        return self.fn(state, task, menu)
+
+
+def from_callables(
+    init: Callable[[], Any],
+    update: Callable[[Any, TaskInput, str, float], Any],
+    act: Callable[..., str],
+    *,
+    name: str = "callable",
+    stochastic: bool = False,
+    namespace: Namespace | None = None,
+    array: ArrayAgent | None = None,
+) -> Agent:
+    """Wrap plain functions: ``init() -> s``, ``update(s, task, key, outcome) -> s``,
+    ``act(s, task, menu[, rng]) -> label``.  ``update`` must not mutate ``s``."""
+    takes_rng = len(inspect.signature(act).parameters) >= 4
+    return Agent(name, _CallableWriter(init, update), _CallablePolicy(act, takes_rng), array=array,
+                 stochastic=stochastic, namespace=namespace or Namespace(), spec={"name": name})
+
+
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """One visible record as a history reader sees it (after the cell transform)."""
+
+    task: TaskInput
+    key: str
+    outcome: float
+
+
+@dataclass(frozen=True)
+class HistoryReader:
+    """Adapter for agents that read the whole transformed history (LLM prompts, memory pipelines).
+
+    The state is the tuple of visible records; ``fn(records, task, menu, rng) -> label`` decides.
+    """
+
+    fn: Callable[[tuple[Visible, ...], FutureInput, tuple[str, ...], np.random.Generator], str]
+    name: str = "history-reader"
+    stochastic: bool = False
+
+    def init_state(self) -> tuple[Visible, ...]:
+        return ()
+
+    def update(self, state: tuple[Visible, ...], task: TaskInput, key: str, outcome: float) -> tuple[Visible, ...]:
+        return (*state, Visible(task, key, outcome))
+
+    def act(self, state: tuple[Visible, ...], task: FutureInput, menu: tuple[str, ...],
+            rng: np.random.Generator) -> str:
+        return self.fn(state, task, menu, rng)
+
+    def agent(self) -> Agent:
+        return Agent(self.name, self, self, stochastic=self.stochastic, spec={"name": self.name})
+
+
+AGENTS: dict[str, Callable[..., Agent]] = {}
+
+
+def register_agent(name: str, factory: Callable[..., Agent]) -> None:
+    """Register a built-in agent factory under ``name`` (used by ``--agent NAME``)."""
+    AGENTS[name] = factory
+
+
+def _coerce(obj: Any, where: str) -> Agent:
+    if isinstance(obj, Agent):
+        return obj
+    if hasattr(obj, "agent") and callable(obj.agent):
+        got = obj.agent()
+        if isinstance(got, Agent):
+            return got
+    if isinstance(obj, Writer) and isinstance(obj, Policy):
+        arr = obj if isinstance(obj, ArrayAgent) else None
+        nm = getattr(obj, "name", type(obj).__name__)
+        return Agent(str(nm), obj, obj, array=arr, spec={"name": str(nm), "source": where})
+    raise ConfigError(f"{where} did not produce an Agent (or an object with init_state/update/act)")
+
+
+def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
+    """Resolve ``--agent``: a registered name (``mean``, ``commutative``, ...) or ``module:factory``.
+
+    ``params`` are passed to the factory as keyword arguments.
+    """
+    kwargs = dict(params or {})
+    if ":" not in spec:
+        if spec not in AGENTS:
+            raise ConfigError(f"unknown agent {spec!r}; built-in agents: {', '.join(sorted(AGENTS))}; "
+                              "or give module:factory")
+        return _coerce(AGENTS[spec](**kwargs), spec)
+    mod_name, _, attr = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import agent module {mod_name!r}: {exc}") from None
+    try:
+        target = getattr(mod, attr)
+    except AttributeError:
+        raise ConfigError(f"module {mod_name!r} has no attribute {attr!r}") from None
+    obj = target(**kwargs) if callable(target) and not isinstance(target, Agent) else target
+    agent = _coerce(obj, spec)
+    if not agent.spec:
+        agent = Agent(agent.name, agent.writer, agent.policy, agent.array, agent.stochastic, agent.namespace,
+                      {"name": spec, **kwargs})
+    return agent

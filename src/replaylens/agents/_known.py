@@ -1,0 +1,201 @@
+"""Writers with known laws (per-block state, zero at the start of each block), with both paths.
+
+The canonical calibration laws (paper, "Known writer laws"), with c(u) = u − ½ and e_ℓ the basis
+vector of the supplied producer label, s_0 = 0 per family–context block; a stratum reads its own
+block's state (strata without a block, e.g. survival, read the zero state); first-canonical argmax:
+
+* replay-invariant: s ← s + α c(u) 𝟏
+* key-only:         s ← s + α e_ℓ
+* commutative:      s ← s + α c(u) e_ℓ   (α = 1: the endpoint-witness relation writer)
+* order-sensitive:  s ← d·s + (1 + 0.01 c(u)) e_ℓ
+
+Commutative sums are accumulated in fixed point (:func:`to_fixed`) so they are exactly
+order-independent; a masked outcome contributes c = 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
+from ._ties import TieRule, choose, choose_batch, to_fixed
+
+__all__ = [
+    "BlockLinearWriter",
+    "SupportLookup",
+    "block_key_sums",
+    "commutative_agent",
+    "invariant_agent",
+    "key_only_agent",
+    "order_sensitive_agent",
+    "relation_agent",
+]
+
+State = Mapping[tuple[str, str], Mapping[str, float]]
+
+
+def _c(u: np.ndarray | float) -> np.ndarray:
+    """c(u) = u − ½, with masked (NaN) outcomes contributing 0."""
+    x = np.asarray(u, dtype=np.float64) - 0.5
+    return np.where(np.isnan(x), 0.0, x)
+
+
+def block_key_sums(records: RecordBatch, values: np.ndarray) -> np.ndarray:
+    """Σ over visible records of ``values`` per (history, block, label): an (H, B, n) array."""
+    h, b, n = records.n_histories, records.n_blocks, records.n_labels
+    v = records.valid
+    idx = (np.arange(h)[:, None] * b + records.blocks) * n + records.keys
+    return np.bincount(idx[v], weights=values[v], minlength=h * b * n).reshape(h, b, n)
+
+
+def _query_scores(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
+    s = state[queries.row, queries.block]  # (Q, n)
+    return np.take_along_axis(s, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
+
+
+@dataclass(frozen=True)
+class BlockLinearWriter:
+    """s ← decay·s + term(u)·(e_ℓ or 𝟏), per block; first-canonical argmax over the menu.
+
+    ``term`` maps outcomes to increments elementwise (arithmetic only, so scalar and array
+    evaluations agree bit for bit).  With ``decay == 1`` the increments are rounded to fixed point
+    and summed exactly (commutative laws); otherwise plain float recursion in slot order.
+    ``all_keys`` adds the increment to every label (the replay-invariant law).
+    """
+
+    term: Callable[[np.ndarray], np.ndarray]
+    decay: float = 1.0
+    all_keys: bool = False
+    tie_rule: TieRule = TieRule.FIRST_CANONICAL
+    name: str = "block-linear"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def commutative(self) -> bool:
+        return self.decay == 1.0
+
+    # ---- per-record path (reference oracle)
+    def init_state(self) -> State:
+        return {}
+
+    def update(self, state: State, task: TaskInput, key: str, outcome: float) -> State:
+        inc = self.term(np.asarray([outcome], dtype=np.float64))
+        blk = dict(state.get(task.block, {}))
+        k = "\x00all" if self.all_keys else key
+        if self.commutative:
+            blk[k] = float(np.float64(blk.get(k, 0.0)) + to_fixed(inc)[0])
+        else:
+            for kk in blk:
+                blk[kk] = float(np.float64(self.decay) * np.float64(blk[kk]))
+            blk[k] = float(np.float64(blk.get(k, 0.0)) + inc[0])
+        new = dict(state)
+        new[task.block] = blk
+        return new
+
+    def act(self, state: State, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
+        blk = state.get(task.stratum, {})
+        if self.all_keys:
+            scores = [blk.get("\x00all", 0.0)] * len(menu)
+        else:
+            scores = [blk.get(a, 0.0) for a in menu]
+        return choose(scores, menu, self.tie_rule)
+
+    # ---- array path
+    def states_batch(self, records: RecordBatch) -> np.ndarray:
+        inc = self.term(records.outcomes)
+        if self.commutative:
+            s = block_key_sums(records, to_fixed(inc))
+            if self.all_keys:
+                s = np.broadcast_to(s.sum(axis=2, keepdims=True), s.shape)
+            return s
+        h, b, n = records.n_histories, records.n_blocks, records.n_labels
+        s = np.zeros((h, b, n))
+        d = np.float64(self.decay)
+        for t in range(records.keys.shape[1]):
+            rows = np.flatnonzero(records.valid[:, t])
+            if rows.size == 0:
+                continue
+            blk = records.blocks[rows, t]
+            s[rows, blk, :] = d * s[rows, blk, :]
+            s[rows, blk, records.keys[rows, t]] = s[rows, blk, records.keys[rows, t]] + inc[rows, t]
+        return s
+
+    def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        scores = _query_scores(self.states_batch(records), queries)
+        return choose_batch(scores, queries.menu, self.tie_rule, records.labels)
+
+    def agent(self) -> Agent:
+        return Agent(self.name, self, self, array=self, spec={"name": self.name, **self.params})
+
+
+def _const(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda u: np.full(np.shape(u), np.float64(alpha))
+
+
+def _scaled_c(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda u: np.float64(alpha) * _c(u)
+
+
+def _order_inc(u: np.ndarray) -> np.ndarray:
+    return 1.0 + 0.01 * _c(u)
+
+
+def invariant_agent(alpha: float = 1.0) -> Agent:
+    """Replay-invariant law s ← s + α c(u) 𝟏 (outcome-only nuisance): every cell leaves actions unchanged."""
+    return BlockLinearWriter(_scaled_c(alpha), all_keys=True, name="invariant", params={"alpha": alpha}).agent()
+
+
+def key_only_agent(alpha: float = 1.0) -> Agent:
+    """Key-only (count) law s ← s + α e_ℓ."""
+    return BlockLinearWriter(_const(alpha), name="key-only", params={"alpha": alpha}).agent()
+
+
+def commutative_agent(alpha: float = 1.0) -> Agent:
+    """Commutative-pairing law s ← s + α c(u) e_ℓ (pair transport leaves it exactly unchanged)."""
+    return BlockLinearWriter(_scaled_c(alpha), name="commutative", params={"alpha": alpha}).agent()
+
+
+def relation_agent() -> Agent:
+    """The endpoint-witness relation writer: s_a ← s_a + (u − ½)·1[ℓ = a], first-canonical argmax."""
+    return BlockLinearWriter(_scaled_c(1.0), name="relation").agent()
+
+
+def order_sensitive_agent(d: float = 0.2) -> Agent:
+    """Order-sensitive (prefix-causal recency) law s ← d·s + (1 + 0.01 c(u)) e_ℓ."""
+    return BlockLinearWriter(_order_inc, decay=d, name="order-sensitive", params={"d": d}).agent()
+
+
+@dataclass(frozen=True)
+class SupportLookup:
+    """Finite-support lookup: the source agent's aligned identity action per (stream, task), frozen.
+
+    Its state is constant and it receives no outcome, so every label replay leaves it unchanged,
+    while every endpoint statistic equals the source writer's (Proposition "finite-support
+    nonidentification").  Build with :func:`replaylens.replay.support_lookup`.
+    """
+
+    table: Mapping[tuple[str, str], str]
+    name: str = "support-lookup"
+
+    def init_state(self) -> None:
+        return None
+
+    def update(self, state: None, task: TaskInput, key: str, outcome: float) -> None:
+        return None
+
+    def act(self, state: None, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
+        return self.table[(task.stream, task.task)]
+
+    def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        code = {lab: i for i, lab in enumerate(records.labels)}
+        out = np.empty(queries.row.shape[0], dtype=np.int64)
+        for q in range(out.shape[0]):
+            out[q] = code[self.table[(queries.stream_names[queries.stream[q]], queries.task_names[queries.task[q]])]]
+        return out
+
+    def agent(self) -> Agent:
+        return Agent(self.name, self, self, array=self, spec={"name": self.name})

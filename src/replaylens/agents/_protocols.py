@@ -1,0 +1,175 @@
+"""Writer / policy protocols (per record) and the array (batch) form used by the fast replay path.
+
+Paper symbols: a writer W_m has an initial state s_0 and a transition 𝒯_m(s, x, k, u); a policy
+π_m(s, x) reads the terminal state S_{r,R} and picks an action from the held-fixed menu.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "Agent",
+    "ArrayAgent",
+    "FutureInput",
+    "Namespace",
+    "Policy",
+    "QueryBatch",
+    "RecordBatch",
+    "TaskInput",
+    "Writer",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInput:
+    """The public task input x_t of a history record (it never moves, except under ``reorder``)."""
+
+    stream: str
+    family: str
+    context: str
+    slot: int
+    task: str
+    event_time: float | None = None
+    event_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def block(self) -> tuple[str, str]:
+        return (self.family, self.context)
+
+
+@dataclass(frozen=True, slots=True)
+class FutureInput:
+    """A future task x ∈ X⁺_{r,R}: stratum (family, context), id, index and the policy clock T_{r,R}."""
+
+    stream: str
+    family: str
+    context: str
+    task: str
+    index: int
+    clock: int
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def stratum(self) -> tuple[str, str]:
+        return (self.family, self.context)
+
+
+@runtime_checkable
+class Writer(Protocol):
+    """W_m: turns records into state.  ``update`` must return a new state (never mutate its input)."""
+
+    def init_state(self) -> Any: ...
+
+    def update(self, state: Any, task: TaskInput, key: str, outcome: float) -> Any: ...
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """π_m: reads the state and picks one label of ``menu`` for a future task."""
+
+    def act(self, state: Any, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str: ...
+
+
+@dataclass(frozen=True, eq=False)
+class RecordBatch:
+    """H transformed histories as (H, T) arrays for the vectorized path.
+
+    ``keys`` are label codes as supplied to the writer (after cell and map), ``outcomes`` the
+    supplied utilities (NaN masked), ``blocks`` / ``tasks`` block and task-input codes,
+    ``valid`` marks the visible prefix (padding and records after T_{r,R} are False).
+    """
+
+    keys: np.ndarray
+    outcomes: np.ndarray
+    blocks: np.ndarray
+    tasks: np.ndarray
+    valid: np.ndarray
+    labels: tuple[str, ...]
+    block_names: tuple[tuple[str, str], ...]
+    task_names: tuple[str, ...]
+
+    @property
+    def n_histories(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.block_names)
+
+
+@dataclass(frozen=True, eq=False)
+class QueryBatch:
+    """Q future decisions: ``row`` indexes the RecordBatch history, ``menu`` (Q, M) displayed label codes
+    (−1 padding), ``block`` the stratum's block code, ``seed`` a per-decision seed for stochastic policies."""
+
+    row: np.ndarray
+    block: np.ndarray
+    menu: np.ndarray
+    seed: np.ndarray
+    stream: np.ndarray
+    task: np.ndarray
+    stream_names: tuple[str, ...]
+    task_names: tuple[str, ...]
+
+
+@runtime_checkable
+class ArrayAgent(Protocol):
+    """Batch form: decide Q future tasks for H histories at once; returns (Q,) displayed label codes.
+
+    Must give exactly the actions of the per-record writer and policy (checked by the tests).
+    """
+
+    def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """Producer / action namespaces and their bindings (shared when both prefixes are empty).
+
+    The writer receives κ(a) = producer_prefix + a; the policy sees the menu as
+    action_prefix + a and its answer is decoded back.
+    """
+
+    producer_prefix: str = ""
+    action_prefix: str = ""
+
+    @property
+    def shared(self) -> bool:
+        return self.producer_prefix == self.action_prefix
+
+    def kappa(self, label: str) -> str:
+        return self.producer_prefix + label
+
+    def show(self, label: str) -> str:
+        return self.action_prefix + label
+
+    def decode(self, shown: str) -> str:
+        if self.action_prefix and shown.startswith(self.action_prefix):
+            return shown[len(self.action_prefix):]
+        return shown
+
+
+@dataclass(frozen=True, eq=False)
+class Agent:
+    """A writer and its policy, plus an optional array implementation and a rebuildable spec."""
+
+    name: str
+    writer: Writer
+    policy: Policy
+    array: ArrayAgent | None = None
+    stochastic: bool = False
+    namespace: Namespace = field(default_factory=Namespace)
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r}, array={'yes' if self.array is not None else 'no'})"

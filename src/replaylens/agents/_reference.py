@@ -1,0 +1,135 @@
+"""Reference rules on a block's visible ledger: Mean, Sum, Count, Latest record, Best.
+
+Utilities are rounded to six decimals (integer micro-units) before aggregation, so sums and
+means are exact; ties go to the key that appears first in the ledger, then canonical (menu)
+order.  Only observed keys compete.  Mean, Sum and Best need visible outcomes: a key with none
+is undefined; if no menu key is defined, the first-appearing observed key is chosen; with an
+empty ledger, the first menu action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._known import block_key_sums
+from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
+from ._ties import to_micro
+
+__all__ = ["REFERENCE_RULES", "ReferenceRule", "reference_agent"]
+
+REFERENCE_RULES = ("mean", "sum", "count", "latest", "best")
+
+Ledger = dict[tuple[str, str], tuple[tuple[str, float], ...]]
+
+
+def _pick(menu_n: int, defined: np.ndarray, score: np.ndarray, observed: np.ndarray, first: np.ndarray) -> int:
+    """Index into the menu (shared by both paths; arrays are (M,))."""
+    if defined.any():
+        s = np.where(defined, score, -np.inf)
+        top = defined & (s == s.max())
+    elif observed.any():
+        top = observed
+    else:
+        return 0
+    f = np.where(top, first, np.inf)
+    return int(np.flatnonzero(f == f.min())[0])
+
+
+@dataclass(frozen=True)
+class ReferenceRule:
+    """One reference rule (``mean``, ``sum``, ``count``, ``latest`` or ``best``) on the stratum's block."""
+
+    rule: str
+
+    def __post_init__(self) -> None:
+        if self.rule not in REFERENCE_RULES:
+            raise ValueError(f"unknown reference rule {self.rule!r}; use one of {REFERENCE_RULES}")
+
+    def init_state(self) -> Ledger:
+        return {}
+
+    def update(self, state: Ledger, task: TaskInput, key: str, outcome: float) -> Ledger:
+        new = dict(state)
+        new[task.block] = (*state.get(task.block, ()), (key, float(to_micro(outcome))))
+        return new
+
+    def _scores(self, count: np.ndarray, nvis: np.ndarray, total: np.ndarray, best: np.ndarray,
+                last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = self.rule
+        if r == "count":
+            return count > 0, count
+        if r == "latest":
+            return count > 0, last
+        defined = nvis > 0
+        if r == "sum":
+            return defined, total
+        if r == "best":
+            return defined, best
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return defined, np.where(defined, total / np.where(defined, nvis, 1.0), 0.0)
+
+    def act(self, state: Ledger, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
+        ledger = state.get(task.stratum, ())
+        m = len(menu)
+        pos = {a: i for i, a in enumerate(menu)}
+        count, nvis, total = np.zeros(m), np.zeros(m), np.zeros(m)
+        best, last, first = np.full(m, -np.inf), np.full(m, -1.0), np.full(m, np.inf)
+        for t, (k, u) in enumerate(ledger):
+            i = pos.get(k)
+            if i is None:
+                continue
+            count[i] += 1
+            last[i] = t
+            first[i] = min(first[i], t)
+            if not np.isnan(u):
+                nvis[i] += 1
+                total[i] += u
+                best[i] = max(best[i], u)
+        defined, score = self._scores(count, nvis, total, best, last)
+        return menu[_pick(m, defined, score, count > 0, first)]
+
+    def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        h, b, n = records.n_histories, records.n_blocks, records.n_labels
+        v = records.valid
+        micro = to_micro(records.outcomes)
+        vis = v & ~np.isnan(micro)
+        count = block_key_sums(records, np.ones_like(micro))
+        nvis = block_key_sums(records, vis.astype(np.float64))
+        total = block_key_sums(records, np.where(vis, micro, 0.0))
+        t_idx = np.broadcast_to(np.arange(records.keys.shape[1], dtype=np.float64), micro.shape)
+        flat = ((np.arange(h)[:, None] * b + records.blocks) * n + records.keys)
+        best = np.full(h * b * n, -np.inf)
+        np.maximum.at(best, flat[vis], micro[vis])
+        last = np.full(h * b * n, -1.0)
+        np.maximum.at(last, flat[v], t_idx[v])
+        first = np.full(h * b * n, np.inf)
+        np.minimum.at(first, flat[v], t_idx[v])
+
+        def q(a: np.ndarray) -> np.ndarray:
+            a3 = a.reshape(h, b, n)[queries.row, queries.block]
+            return np.take_along_axis(a3, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
+
+        qc, qn, qt, qb, ql, qf = q(count), q(nvis), q(total), q(best), q(last), q(first)
+        pad = queries.menu < 0
+        qc[pad] = 0
+        qn[pad] = 0
+        qf[pad] = np.inf
+        defined, score = self._scores(qc, qn, qt, qb, ql)
+        any_def = defined.any(axis=1, keepdims=True)
+        s = np.where(defined, score, -np.inf)
+        top = np.where(any_def, defined & (s == s.max(axis=1, keepdims=True)), qc > 0)
+        f = np.where(top, qf, np.inf)
+        pos = np.argmax(f == f.min(axis=1, keepdims=True), axis=1)
+        return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
+
+    def agent(self) -> Agent:
+        return Agent(self.rule, self, self, array=self, spec={"name": self.rule})
+
+
+def reference_agent(rule: str) -> Agent:
+    """The reference rule ``rule`` (mean, sum, count, latest, best) as an agent with both paths."""
+    return ReferenceRule(rule).agent()
+
+

@@ -1,0 +1,25 @@
+"""Stream-cluster inference: the unit of resampling is a cluster (one replicate stream).
+
+* :func:`cluster_bootstrap` -- percentile interval of the mean over clusters (optionally stratified,
+  optionally for ``k`` paired statistics at once);
+* :func:`sign_flip_test` -- two-sided sign-flip test of symmetry about 0 (exact or Monte Carlo);
+* :func:`adjusted_level` -- Bonferroni-adjusted individual level for several contrasts;
+* :func:`format_p` -- ``"<0.001"`` / ``"0.023"`` style p-values.
+
+Every draw comes from a Generator normalized by :func:`replaylens.rng.check_rng`.
+"""
+
+from __future__ import annotations
+
+from ._bootstrap import adjusted_level, cluster_bootstrap
+from ._results import BootstrapResult, SignFlipResult
+from ._signflip import format_p, sign_flip_test
+
+__all__ = [
+    "BootstrapResult",
+    "SignFlipResult",
+    "adjusted_level",
+    "cluster_bootstrap",
+    "format_p",
+    "sign_flip_test",
+]

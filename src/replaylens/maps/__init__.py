@@ -1,0 +1,33 @@
+"""Label maps ρ (derangements, involutions, user maps) and slot laws σ (uniform derangement/permutation)."""
+
+from ._labels import (
+    DERANGEMENTS_4,
+    INVOLUTIONS_4,
+    LabelMap,
+    all_permutations,
+    cyclic_shifts,
+    derangements,
+    identity,
+    parse_map,
+    resolve_maps,
+)
+from ._slots import SlotDraws, SlotLaw, SlotSpec, draw_block, stream_perm, uniform_derangement, uniform_permutation
+
+__all__ = [
+    "DERANGEMENTS_4",
+    "INVOLUTIONS_4",
+    "LabelMap",
+    "SlotDraws",
+    "SlotLaw",
+    "SlotSpec",
+    "all_permutations",
+    "cyclic_shifts",
+    "derangements",
+    "draw_block",
+    "identity",
+    "parse_map",
+    "resolve_maps",
+    "stream_perm",
+    "uniform_derangement",
+    "uniform_permutation",
+]

@@ -1,0 +1,34 @@
+"""Typed histories, future task sets and evaluators, with validated IO (``docs/schema.md``)."""
+
+from ._history import Evaluator, FutureTask, FutureTasks, History, Record, block_name
+from ._io import (
+    EVALUATOR_FIELDS,
+    FUTURE_FIELDS,
+    HISTORY_FIELDS,
+    check_inputs,
+    read_evaluator,
+    read_futures,
+    read_history,
+    write_evaluator,
+    write_futures,
+    write_history,
+)
+
+__all__ = [
+    "EVALUATOR_FIELDS",
+    "FUTURE_FIELDS",
+    "HISTORY_FIELDS",
+    "Evaluator",
+    "FutureTask",
+    "FutureTasks",
+    "History",
+    "Record",
+    "block_name",
+    "check_inputs",
+    "read_evaluator",
+    "read_futures",
+    "read_history",
+    "write_evaluator",
+    "write_futures",
+    "write_history",
+]

@@ -1,0 +1,423 @@
+"""Typed, columnar agent histories, future task sets and the counterfactual evaluator.
+
+* :class:`History` — the logged records D = ((x_t, a_t, y_t)) of every stream, one numpy
+  column per field, sorted by (stream, slot).
+* :class:`FutureTasks` — the held-fixed future task set X⁺ with each task's menu.
+* :class:`Evaluator` — the counterfactual utility table g̃(x, a) and the oracle a*(x)
+  (first maximum in the menu's canonical order).  Writers and policies never see it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
+
+StrArray = np.ndarray
+
+
+def block_name(family: str, context: str) -> str:
+    """The display name ``family/context`` of a block or stratum."""
+    return f"{family}/{context}"
+
+
+def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(list(values), dtype=object)
+    return arr.astype(str) if arr.size else np.zeros(0, dtype="<U1")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One logged record (x_t, a_t, y_t) at a slot of a stream and block."""
+
+    stream: str
+    family: str
+    context: str
+    slot: int
+    task: str
+    key: str
+    outcome: float
+    event_time: float | None = None
+    event_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def block(self) -> tuple[str, str]:
+        return (self.family, self.context)
+
+    @property
+    def masked(self) -> bool:
+        return math.isnan(self.outcome)
+
+
+class _Lines:
+    """Maps row positions to the source line numbers used in error messages."""
+
+    def __init__(self, source: str, lines: Sequence[int] | None, n: int, word: str = "line") -> None:
+        self.source = source
+        self.lines = list(lines) if lines is not None else list(range(1, n + 1))
+        self.word = word
+
+    def err(self, i: int, fld: str | None, msg: str) -> InputError:
+        return InputError(self.source, self.lines[i], fld, msg)
+
+
+@dataclass(frozen=True, eq=False)
+class History:
+    """Columnar history D of every stream, sorted by (stream, slot).
+
+    ``slot`` is the record's position in its stream's ingestion order and is unique within a
+    stream; a block is the set of a stream's records sharing (family, context).  ``outcome``
+    is the utility in [0, 1], NaN when masked.  Build with :meth:`from_columns`,
+    :meth:`from_records` or :func:`replaylens.read_history`; instances are immutable.
+    """
+
+    stream: np.ndarray
+    family: np.ndarray
+    context: np.ndarray
+    slot: np.ndarray
+    task: np.ndarray
+    key: np.ndarray
+    outcome: np.ndarray
+    event_time: np.ndarray
+    event_id: np.ndarray
+    metadata: np.ndarray
+    source: str = "<memory>"
+    _stream_order: tuple[str, ...] = field(default=(), repr=False)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        stream: Sequence[str] | np.ndarray,
+        family: Sequence[str] | np.ndarray,
+        context: Sequence[str] | np.ndarray,
+        slot: Sequence[int] | np.ndarray,
+        task: Sequence[str] | np.ndarray,
+        key: Sequence[str] | np.ndarray,
+        outcome: Sequence[float] | np.ndarray,
+        event_time: Sequence[float] | np.ndarray | None = None,
+        event_id: Sequence[str] | np.ndarray | None = None,
+        metadata: Sequence[str] | np.ndarray | None = None,
+        source: str = "<memory>",
+        lines: Sequence[int] | None = None,
+        line_word: str = "line",
+    ) -> History:
+        """Validate and build a history from equal-length columns.
+
+        Errors name ``source``, the row's line (``lines[i]`` or i+1) and the field.
+        """
+        n = len(stream)
+        cols = {"family": family, "context": context, "slot": slot, "task": task, "key": key, "outcome": outcome}
+        for name, col in cols.items():
+            if len(col) != n:
+                raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
+        if n == 0:
+            raise InputError(source, None, None, "the history has no records")
+        lin = _Lines(source, lines, n, line_word)
+        st = _str_array(stream)
+        fam = _str_array(family)
+        ctx = _str_array(context)
+        tk = _str_array(task)
+        ky = _str_array(key)
+        for name, arr in (("stream", st), ("family", fam), ("context", ctx), ("task", tk), ("key", ky)):
+            bad = np.flatnonzero(np.char.str_len(np.char.strip(arr)) == 0)
+            if bad.size:
+                raise lin.err(int(bad[0]), name, "must not be empty")
+        try:
+            sl = np.asarray(slot, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(source, None, "slot", "must be integers") from None
+        bad = np.flatnonzero(~np.isfinite(sl) | (sl != np.round(sl)) | (sl < 0))
+        if bad.size:
+            raise lin.err(int(bad[0]), "slot", f"must be a non-negative integer, got {sl[bad[0]]}")
+        sl_i = sl.astype(np.int64)
+        try:
+            y = np.asarray(outcome, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(source, None, "outcome", "must be numbers") from None
+        bad = np.flatnonzero(~np.isnan(y) & ((y < 0) | (y > 1) | ~np.isfinite(y)))
+        if bad.size:
+            raise lin.err(int(bad[0]), "outcome", f"must be a utility in [0, 1] or NaN (masked), got {y[bad[0]]}")
+        et = np.full(n, np.nan) if event_time is None else np.asarray(event_time, dtype=np.float64)
+        if et.shape != (n,):
+            raise InputError(source, None, "event_time", f"expected {n} values")
+        bad = np.flatnonzero(np.isinf(et))
+        if bad.size:
+            raise lin.err(int(bad[0]), "event_time", "must be finite")
+        eid = np.full(n, "", dtype="<U1") if event_id is None else _str_array(event_id)
+        meta = np.full(n, "", dtype="<U1") if metadata is None else _str_array(metadata)
+        if eid.shape != (n,) or meta.shape != (n,):
+            raise InputError(source, None, "event_id" if eid.shape != (n,) else "metadata", f"expected {n} values")
+        # stream order = first appearance; canonical sort = (stream order, slot)
+        order_streams = tuple(dict.fromkeys(st.tolist()))
+        rank = {s: i for i, s in enumerate(order_streams)}
+        srank = np.fromiter((rank[s] for s in st.tolist()), dtype=np.int64, count=n)
+        perm = np.lexsort((sl_i, srank))
+        # duplicate (stream, slot)
+        s2, l2 = srank[perm], sl_i[perm]
+        dup = np.flatnonzero((s2[1:] == s2[:-1]) & (l2[1:] == l2[:-1]))
+        if dup.size:
+            j = int(perm[dup[0] + 1])
+            raise lin.err(j, "slot", f"duplicate slot {sl_i[j]} in stream {st[j]!r}")
+        seen: dict[tuple[str, str], int] = {}
+        for j in np.flatnonzero(eid != "").tolist():
+            k = (str(st[j]), str(eid[j]))
+            if k in seen:
+                raise lin.err(j, "event_id", f"duplicate event_id {k[1]!r} in stream {k[0]!r}")
+            seen[k] = j
+        return cls(
+            stream=st[perm], family=fam[perm], context=ctx[perm], slot=sl_i[perm], task=tk[perm], key=ky[perm],
+            outcome=y[perm], event_time=et[perm], event_id=eid[perm], metadata=meta[perm], source=source,
+            _stream_order=order_streams,
+        )
+
+    @classmethod
+    def from_records(cls, records: Sequence[Record | Mapping[str, Any]], source: str = "<memory>") -> History:
+        """Build from :class:`Record` objects or mappings with the documented field names."""
+        rows = [r if isinstance(r, Mapping) else _record_dict(r) for r in records]
+        from ._io import history_from_rows
+
+        return history_from_rows(rows, source=source, lines=None)
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return int(self.stream.shape[0])
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """Stream ids in first-appearance order."""
+        return self._stream_order
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Distinct keys in first-appearance order (canonical order of the history alone)."""
+        return tuple(dict.fromkeys(self.key.tolist()))
+
+    def stream_slice(self, stream: str) -> slice:
+        """Positions of ``stream``'s records (contiguous because rows are sorted)."""
+        idx = np.flatnonzero(self.stream == stream)
+        if idx.size == 0:
+            raise KeyError(stream)
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+
+    def blocks(self, stream: str) -> tuple[tuple[str, str], ...]:
+        """The (family, context) blocks of ``stream`` ordered by their first slot."""
+        s = self.stream_slice(stream)
+        return tuple(dict.fromkeys(zip(self.family[s].tolist(), self.context[s].tolist(), strict=True)))
+
+    def records(self, stream: str | None = None) -> Iterator[Record]:
+        """Iterate the records (optionally of one stream) in (stream, slot) order."""
+        rng = range(len(self)) if stream is None else range(*self.stream_slice(stream).indices(len(self)))
+        for i in rng:
+            et = float(self.event_time[i])
+            meta = str(self.metadata[i])
+            yield Record(
+                stream=str(self.stream[i]), family=str(self.family[i]), context=str(self.context[i]),
+                slot=int(self.slot[i]), task=str(self.task[i]), key=str(self.key[i]),
+                outcome=float(self.outcome[i]), event_time=None if math.isnan(et) else et,
+                event_id=str(self.event_id[i]) or None, metadata=json.loads(meta) if meta else None,
+            )
+
+    def select(self, streams: Sequence[str]) -> History:
+        """A history restricted to ``streams`` (kept in the given order)."""
+        mask = np.isin(self.stream, list(streams))
+        if not mask.any():
+            raise KeyError(f"none of the streams {list(streams)!r} is in the history")
+        return History.from_columns(
+            stream=self.stream[mask], family=self.family[mask], context=self.context[mask], slot=self.slot[mask],
+            task=self.task[mask], key=self.key[mask], outcome=self.outcome[mask], event_time=self.event_time[mask],
+            event_id=self.event_id[mask], metadata=self.metadata[mask], source=self.source,
+        )
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame with the documented columns."""
+        import pandas as pd
+
+        return pd.DataFrame(self.to_columns())
+
+    def to_columns(self) -> dict[str, np.ndarray]:
+        return {
+            "stream": self.stream, "family": self.family, "context": self.context, "slot": self.slot,
+            "task": self.task, "key": self.key, "outcome": self.outcome, "event_time": self.event_time,
+            "event_id": self.event_id, "metadata": self.metadata,
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical content (independent of file format and row order)."""
+        h = hashlib.sha256()
+        for name, col in self.to_columns().items():
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else
+                     "\x1f".join(col.tolist()).encode())
+        return h.hexdigest()
+
+    def equals(self, other: History) -> bool:
+        """Content equality (NaN equals NaN)."""
+        return self.fingerprint() == other.fingerprint()
+
+    def __repr__(self) -> str:
+        return f"History(records={len(self)}, streams={len(self.streams)}, source={self.source!r})"
+
+
+def _record_dict(r: Record) -> dict[str, Any]:
+    return {
+        "stream": r.stream, "family": r.family, "context": r.context, "slot": r.slot, "task": r.task,
+        "key": r.key, "outcome": r.outcome, "event_time": r.event_time, "event_id": r.event_id,
+        "metadata": dict(r.metadata) if r.metadata is not None else None,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class FutureTask:
+    """One future task x ∈ X⁺_{r,R}: its stream, stratum, id and menu (canonical order)."""
+
+    stream: str
+    family: str
+    context: str
+    task: str
+    menu: tuple[str, ...]
+    index: int
+    feeds: tuple[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    @property
+    def stratum(self) -> tuple[str, str]:
+        return (self.family, self.context)
+
+    @property
+    def feed_block(self) -> tuple[str, str] | None:
+        """The block whose prefix feeds this stratum (None: the whole stream)."""
+        return self.feeds
+
+
+@dataclass(frozen=True, eq=False)
+class FutureTasks:
+    """The future task set X⁺: tasks per (stream, stratum) with their menus.
+
+    ``feeds`` names the block whose prefix feeds the stratum (the prefix rule T_{r,R});
+    when absent the stratum's own block feeds it if the stream has one, else the whole stream.
+    """
+
+    tasks: tuple[FutureTask, ...]
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise InputError(self.source, None, None, "the future task set is empty")
+
+    @classmethod
+    def from_tasks(cls, tasks: Sequence[FutureTask | Mapping[str, Any]], source: str = "<memory>") -> FutureTasks:
+        rows = [t if isinstance(t, Mapping) else _future_dict(t) for t in tasks]
+        from ._io import futures_from_rows
+
+        return futures_from_rows(rows, source=source, lines=None)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self) -> Iterator[FutureTask]:
+        return iter(self.tasks)
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.stream for t in self.tasks))
+
+    @property
+    def strata(self) -> tuple[tuple[str, str], ...]:
+        """Strata in first-appearance order."""
+        return tuple(dict.fromkeys(t.stratum for t in self.tasks))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The action vocabulary: union of menus in first-appearance (canonical) order."""
+        return tuple(dict.fromkeys(a for t in self.tasks for a in t.menu))
+
+    def of(self, stream: str, stratum: tuple[str, str] | None = None) -> tuple[FutureTask, ...]:
+        return tuple(t for t in self.tasks if t.stream == stream and (stratum is None or t.stratum == stratum))
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([_future_dict(t) for t in self.tasks])
+
+    def fingerprint(self) -> str:
+        payload = json.dumps([_future_dict(t) for t in self.tasks], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"FutureTasks(tasks={len(self)}, streams={len(self.streams)}, strata={len(self.strata)})"
+
+
+def _future_dict(t: FutureTask) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "stream": t.stream, "family": t.family, "context": t.context, "task": t.task, "menu": list(t.menu),
+    }
+    if t.feeds is not None:
+        d["feeds_family"], d["feeds_context"] = t.feeds
+    if t.metadata is not None:
+        d["metadata"] = dict(t.metadata)
+    return d
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluator:
+    """Counterfactual utility table g̃(x, a) for every future task and menu action.
+
+    Kept apart from the agent: the replay engine gives writers and policies only the history
+    and the menu.  ``oracle`` is the first maximum in the task's menu (canonical) order.
+    """
+
+    table: Mapping[tuple[str, str], Mapping[str, float]]
+    source: str = "<memory>"
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]], source: str = "<memory>") -> Evaluator:
+        from ._io import evaluator_from_rows
+
+        return evaluator_from_rows(list(rows), source=source, lines=None)
+
+    def utilities(self, task: FutureTask) -> np.ndarray:
+        """g̃(x, a) for a in the task's menu (menu order)."""
+        row = self.table[(task.stream, task.task)]
+        return np.array([row[a] for a in task.menu], dtype=np.float64)
+
+    def oracle(self, task: FutureTask) -> str:
+        """a*(x): the first maximum in canonical (menu) order."""
+        return task.menu[int(np.argmax(self.utilities(task)))]
+
+    def check_covers(self, futures: FutureTasks) -> None:
+        """Raise InputError unless every menu action of every future task has a utility."""
+        for i, t in enumerate(futures.tasks):
+            row = self.table.get((t.stream, t.task))
+            if row is None:
+                raise InputError(self.source, None, "task",
+                                 f"no utilities for future task {t.task!r} of stream {t.stream!r} "
+                                 f"(future task #{i + 1} in {futures.source})")
+            missing = [a for a in t.menu if a not in row]
+            if missing:
+                raise InputError(self.source, None, "key",
+                                 f"no utility for action {missing[0]!r} of task {t.task!r} in stream {t.stream!r}")
+
+    def fingerprint(self) -> str:
+        payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(self.table.items())},
+                             sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([
+            {"stream": s, "task": t, "key": k, "utility": u}
+            for (s, t), row in self.table.items() for k, u in row.items()
+        ])

@@ -1,0 +1,286 @@
+"""Reading and writing histories, future task sets and utility tables (JSONL, CSV, Parquet).
+
+The schema is documented in ``docs/schema.md``.  Every reader validates as it goes and raises
+:class:`~replaylens.errors.InputError` naming the file, line and field of the first problem.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ._columns import Field, RawTable, infer_format, read_raw
+from ._history import Evaluator, FutureTask, FutureTasks, History
+
+__all__ = [
+    "EVALUATOR_FIELDS",
+    "FUTURE_FIELDS",
+    "HISTORY_FIELDS",
+    "check_inputs",
+    "read_evaluator",
+    "read_futures",
+    "read_history",
+    "write_evaluator",
+    "write_futures",
+    "write_history",
+]
+
+HISTORY_FIELDS = ("stream", "family", "context", "slot", "task", "key", "outcome", "event_time", "event_id",
+                  "metadata")
+HISTORY_REQUIRED = ("stream", "family", "context", "slot", "task", "key", "outcome")
+FUTURE_FIELDS = ("stream", "family", "context", "task", "menu", "feeds_family", "feeds_context", "metadata")
+EVALUATOR_FIELDS = ("stream", "task", "key", "utility")
+
+
+def _reject_unknown(t: RawTable, allowed: Sequence[str]) -> None:
+    ok = set(allowed)
+    for i, row in enumerate(t.rows):
+        for k in row:
+            if k not in ok:
+                raise InputError(t.source, t.lines[i], k, f"unknown field; allowed fields: {', '.join(allowed)}")
+
+
+def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None,
+                      line_word: str = "line") -> History:
+    t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
+                 list(range(1, len(rows) + 1)), line_word)
+    if not t.rows:
+        raise InputError(source, None, None, "the history has no records")
+    _reject_unknown(t, HISTORY_FIELDS)
+    f = Field(t)
+    n = len(t.rows)
+    cols: dict[str, list[Any]] = {k: [] for k in HISTORY_FIELDS}
+    for i in range(n):
+        cols["stream"].append(f.string(i, "stream"))
+        cols["family"].append(f.string(i, "family"))
+        cols["context"].append(f.string(i, "context"))
+        cols["slot"].append(f.integer(i, "slot"))
+        cols["task"].append(f.string(i, "task"))
+        cols["key"].append(f.string(i, "key"))
+        if "outcome" not in t.rows[i]:  # present; null means masked
+            raise f.err(i, "outcome", "missing required field (use null for a masked outcome)")
+        cols["outcome"].append(f.number(i, "outcome", required=False, allow_nan=True, bounds=(0.0, 1.0)))
+        cols["event_time"].append(f.number(i, "event_time", required=False, allow_nan=True))
+        cols["event_id"].append(f.string(i, "event_id", required=False) or "")
+        cols["metadata"].append(f.mapping(i, "metadata"))
+    return History.from_columns(**cols, source=source, lines=t.lines, line_word=t.line_word)
+
+
+def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> FutureTasks:
+    t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
+                 list(range(1, len(rows) + 1)))
+    if not t.rows:
+        raise InputError(source, None, None, "the future task set is empty")
+    _reject_unknown(t, FUTURE_FIELDS)
+    f = Field(t)
+    out: list[FutureTask] = []
+    seen: set[tuple[str, str]] = set()
+    counter: dict[tuple[str, str, str], int] = {}
+    for i in range(len(t.rows)):
+        stream = f.string(i, "stream")
+        fam = f.string(i, "family")
+        ctx = f.string(i, "context")
+        task = f.string(i, "task")
+        assert stream is not None and fam is not None and ctx is not None and task is not None
+        menu = f.labels(i, "menu")
+        ff = f.string(i, "feeds_family", required=False)
+        fc = f.string(i, "feeds_context", required=False)
+        if (ff is None) != (fc is None):
+            raise f.err(i, "feeds_context" if fc is None else "feeds_family",
+                        "feeds_family and feeds_context must be given together")
+        meta = f.mapping(i, "metadata")
+        if (stream, task) in seen:
+            raise f.err(i, "task", f"duplicate future task {task!r} in stream {stream!r}")
+        seen.add((stream, task))
+        k = (stream, fam, ctx)
+        idx = counter.get(k, 0)
+        counter[k] = idx + 1
+        out.append(FutureTask(stream, fam, ctx, task, menu, idx, None if ff is None else (ff, fc or ""),
+                              json.loads(meta) if meta else None))
+    # canonical order: stream first appearance, then stratum first appearance within it, then index
+    s_rank = {s: i for i, s in enumerate(dict.fromkeys(x.stream for x in out))}
+    r_rank = {r: i for i, r in enumerate(dict.fromkeys(x.stratum for x in out))}
+    out.sort(key=lambda x: (s_rank[x.stream], r_rank[x.stratum], x.index))
+    return FutureTasks(tuple(out), source=source)
+
+
+def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> Evaluator:
+    t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
+                 list(range(1, len(rows) + 1)))
+    if not t.rows:
+        raise InputError(source, None, None, "the utility table is empty")
+    _reject_unknown(t, EVALUATOR_FIELDS)
+    f = Field(t)
+    table: dict[tuple[str, str], dict[str, float]] = {}
+    for i in range(len(t.rows)):
+        stream = f.string(i, "stream")
+        task = f.string(i, "task")
+        key = f.string(i, "key")
+        assert stream is not None and task is not None and key is not None
+        u = f.number(i, "utility")
+        row = table.setdefault((stream, task), {})
+        if key in row:
+            raise f.err(i, "key", f"duplicate utility for action {key!r} of task {task!r} in stream {stream!r}")
+        row[key] = u
+    return Evaluator(table, source=source)
+
+
+def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> History:
+    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md)."""
+    t = read_raw(Path(path), fmt)
+    return history_from_rows(t.rows, t.source, t.lines, t.line_word)
+
+
+def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> FutureTasks:
+    """Read and validate a future task file."""
+    t = read_raw(Path(path), fmt)
+    return futures_from_rows(t.rows, t.source, t.lines)
+
+
+def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
+    """Read and validate a counterfactual utility table."""
+    t = read_raw(Path(path), fmt)
+    return evaluator_from_rows(t.rows, t.source, t.lines)
+
+
+def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None) -> None:
+    """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
+
+    * every future stream has history records, every ``feeds`` block exists in its stream;
+    * every history key is an action of some menu of its stream (shared namespace);
+    * the evaluator has a utility for every menu action of every future task.
+    """
+    streams = set(history.streams)
+    menus: dict[str, set[str]] = {}
+    for i, t in enumerate(futures.tasks):
+        if t.stream not in streams:
+            raise InputError(futures.source, None, "stream",
+                             f"future task {t.task!r} (#{i + 1}) names stream {t.stream!r}, which has no history "
+                             "records")
+        menus.setdefault(t.stream, set()).update(t.menu)
+        if t.feeds is not None and t.feeds not in history.blocks(t.stream):
+            raise InputError(futures.source, None, "feeds_family",
+                             f"future task {t.task!r} of stream {t.stream!r} is fed by block "
+                             f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
+    for j in range(len(history)):
+        s = str(history.stream[j])
+        if s in menus and str(history.key[j]) not in menus[s]:
+            raise InputError(history.source, None, "key",
+                             f"key {history.key[j]!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
+                             f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
+    if evaluator is not None:
+        evaluator.check_covers(futures)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    raise TypeError(type(v).__name__)
+
+
+def _history_rows(h: History) -> list[dict[str, Any]]:
+    rows = []
+    for r in h.records():
+        d: dict[str, Any] = {
+            "stream": r.stream, "family": r.family, "context": r.context, "slot": r.slot, "task": r.task,
+            "key": r.key, "outcome": None if math.isnan(r.outcome) else r.outcome,
+        }
+        if r.event_time is not None:
+            d["event_time"] = r.event_time
+        if r.event_id is not None:
+            d["event_id"] = r.event_id
+        if r.metadata is not None:
+            d["metadata"] = dict(r.metadata)
+        rows.append(d)
+    return rows
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_rows(rows: list[dict[str, Any]], fields: Sequence[str], path: Path, fmt: str | None) -> None:
+    kind = infer_format(path, fmt)
+
+    def write(tmp: Path) -> None:
+        if kind == "jsonl":
+            with tmp.open("w", encoding="utf-8") as fh:
+                for r in rows:
+                    fh.write(json.dumps(r, default=_json_default, allow_nan=False) + "\n")
+        elif kind == "csv":
+            with tmp.open("w", encoding="utf-8", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(fields)
+                for r in rows:
+                    w.writerow([_csv_cell(r.get(k)) for k in fields])
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            cols: dict[str, list[Any]] = {k: [r.get(k) for r in rows] for k in fields}
+            for k in ("metadata",):
+                if k in cols:
+                    cols[k] = [None if v is None else json.dumps(v, sort_keys=True) for v in cols[k]]
+            cols = {k: v for k, v in cols.items() if any(x is not None for x in v) or k in fields[:5]}
+            pq.write_table(pa.table(cols), tmp)
+
+    _atomic_write(path, write)
+
+
+def _csv_cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        return "|".join(str(x) for x in v)
+    if isinstance(v, Mapping):
+        return json.dumps(v, sort_keys=True)
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def write_history(history: History, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
+    """Write a history atomically (format from the suffix or ``fmt``)."""
+    p = Path(path)
+    _write_rows(_history_rows(history), HISTORY_FIELDS, p, fmt)
+    return p
+
+
+def write_futures(futures: FutureTasks, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
+    """Write a future task set atomically."""
+    from ._history import _future_dict
+
+    p = Path(path)
+    _write_rows([_future_dict(t) for t in futures.tasks], FUTURE_FIELDS, p, fmt)
+    return p
+
+
+def write_evaluator(evaluator: Evaluator, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
+    """Write a utility table atomically."""
+    p = Path(path)
+    rows = [{"stream": s, "task": t, "key": k, "utility": float(u)}
+            for (s, t), row in evaluator.table.items() for k, u in row.items()]
+    _write_rows(rows, EVALUATOR_FIELDS, p, fmt)
+    return p

@@ -1,0 +1,82 @@
+"""Run journal: each finished shard is written atomically and logged, so an interrupted run resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import JournalError
+
+__all__ = ["Journal"]
+
+
+def _fsync_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Journal:
+    """An append-only journal in ``root``: ``journal.json`` (the run key) + ``shard-*.npy`` + ``done.jsonl``.
+
+    ``key`` identifies the run (plan digest, input hashes, agent spec); resuming with a different
+    key is refused.  A shard counts as done only when its line in ``done.jsonl`` names its sha256.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], key: dict[str, Any]) -> None:
+        self.root = Path(root)
+        self.key = key
+        self.root.mkdir(parents=True, exist_ok=True)
+        head = self.root / "journal.json"
+        text = json.dumps(key, sort_keys=True, indent=1)
+        if head.exists():
+            old = json.loads(head.read_text())
+            if old != json.loads(text):
+                raise JournalError(f"{self.root} holds a journal of a different run (inputs, plan or agent "
+                                   "differ); use a new --out directory or delete the old one")
+        else:
+            _fsync_write(head, text.encode())
+        self._done = self._load()
+
+    def _load(self) -> dict[int, list[str]]:
+        done: dict[int, list[str]] = {}
+        log = self.root / "done.jsonl"
+        if not log.exists():
+            return done
+        for line in log.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line from a kill: that shard is simply redone
+            p = self.root / f"shard-{rec['shard']:05d}.npz"
+            if p.exists() and hashlib.sha256(p.read_bytes()).hexdigest() == rec["sha256"]:
+                done[int(rec["shard"])] = list(rec["streams"])
+        return done
+
+    def done(self, shard: int) -> bool:
+        return shard in self._done
+
+    def load(self, shard: int) -> list[np.ndarray]:
+        with np.load(self.root / f"shard-{shard:05d}.npz") as z:
+            return [z[f"s{i}"] for i in range(len(z.files))]
+
+    def record(self, shard: int, streams: list[str], arrays: list[np.ndarray]) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, **{f"s{i}": a for i, a in enumerate(arrays)})
+        data = buf.getvalue()
+        _fsync_write(self.root / f"shard-{shard:05d}.npz", data)
+        line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})
+        with (self.root / "done.jsonl").open("a") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._done[shard] = streams

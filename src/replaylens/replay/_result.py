@@ -1,0 +1,85 @@
+"""Replay decisions with stable ids, the evaluator's utilities and the oracle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._plan import ReplayPlan
+
+__all__ = ["DECISION_COLUMNS", "Decisions"]
+
+DECISION_COLUMNS = ("stream", "stratum", "task", "task_index", "cell", "map", "draw", "repeat", "action",
+                    "utility", "oracle", "oracle_utility")
+
+
+@dataclass(frozen=True, eq=False)
+class Decisions:
+    """All future decisions of a replay.
+
+    ``actions[c, m, d, p, i]`` is the label code chosen in cell c, map m (0 = id), draw d, repeat p,
+    for future task i (tasks of all streams, stream-major).  ``utility[i, a]`` is g̃(x_i, a)
+    (NaN off-menu) and ``oracle[i]`` the first-maximum oracle a*(x_i).
+    """
+
+    plan: ReplayPlan
+    actions: np.ndarray
+    stream_idx: np.ndarray
+    stratum_idx: np.ndarray
+    task_ids: tuple[str, ...]
+    task_index: np.ndarray
+    utility: np.ndarray
+    oracle: np.ndarray
+    path: str = "array"
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.actions.shape[-1])
+
+    def chosen_utility(self) -> np.ndarray:
+        """g̃(x, a) of every chosen action, same shape as ``actions``."""
+        return self.utility[np.arange(self.n_tasks), self.actions]
+
+    def correct(self) -> np.ndarray:
+        """1[a = a*(x)] for every decision."""
+        return self.actions == self.oracle
+
+    def cell_index(self, name: str) -> int:
+        try:
+            return self.plan.cell_names.index(name)
+        except ValueError:
+            raise KeyError(f"cell {name!r} is not in this replay ({', '.join(self.plan.cell_names)})") from None
+
+    def frame(self) -> Any:
+        """The tidy decision table (one row per decision) with the documented columns."""
+        import pandas as pd
+
+        c_n, m_n, d_n, p_n, n = self.actions.shape
+        grid = np.indices((c_n, m_n, d_n, p_n, n)).reshape(5, -1)
+        c, m, d, p, i = grid
+        labels = np.asarray(self.plan.labels, dtype=object)
+        acts = self.actions.reshape(-1)
+        strata = np.asarray(["/".join(s) for s in self.plan.strata], dtype=object)
+        streams = np.asarray(self.plan.streams, dtype=object)
+        util = self.chosen_utility().reshape(-1)
+        return pd.DataFrame({
+            "stream": pd.Categorical(streams[self.stream_idx[i]], categories=list(self.plan.streams)),
+            "stratum": pd.Categorical(strata[self.stratum_idx[i]], categories=list(dict.fromkeys(strata))),
+            "task": np.asarray(self.task_ids, dtype=object)[i],
+            "task_index": self.task_index[i],
+            "cell": pd.Categorical(np.asarray(self.plan.cell_names, dtype=object)[c],
+                                   categories=list(self.plan.cell_names)),
+            "map": pd.Categorical(np.asarray(self.plan.map_names, dtype=object)[m],
+                                  categories=list(dict.fromkeys(self.plan.map_names))),
+            "draw": d,
+            "repeat": p,
+            "action": labels[acts],
+            "utility": util,
+            "oracle": labels[self.oracle[i]],
+            "oracle_utility": self.utility[i, self.oracle[i]],
+        })
+
+    def equals(self, other: Decisions) -> bool:
+        return bool(np.array_equal(self.actions, other.actions) and np.array_equal(self.oracle, other.oracle))
