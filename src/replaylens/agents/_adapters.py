@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -135,6 +135,5 @@ def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
     obj = target(**kwargs) if callable(target) and not isinstance(target, Agent) else target
     agent = _coerce(obj, spec)
     if not agent.spec:
-        agent = Agent(agent.name, agent.writer, agent.policy, agent.array, agent.stochastic, agent.namespace,
-                      {"name": spec, **kwargs})
+        agent = replace(agent, spec={"name": spec, **kwargs})
     return agent

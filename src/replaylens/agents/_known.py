@@ -27,11 +27,13 @@ from ._ties import TieRule, choose, choose_batch, to_fixed
 __all__ = [
     "BlockLinearWriter",
     "SupportLookup",
+    "block_key_reduce",
     "block_key_sums",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
     "order_sensitive_agent",
+    "query_values",
     "relation_agent",
 ]
 
@@ -44,16 +46,36 @@ def _c(u: np.ndarray | float) -> np.ndarray:
     return np.where(np.isnan(x), 0.0, x)
 
 
-def block_key_sums(records: RecordBatch, values: np.ndarray) -> np.ndarray:
-    """Σ over visible records of ``values`` per (history, block, label): an (H, B, n) array."""
-    h, b, n = records.n_histories, records.n_blocks, records.n_labels
-    v = records.valid
-    idx = (np.arange(h)[:, None] * b + records.blocks) * n + records.keys
-    return np.bincount(idx[v], weights=values[v], minlength=h * b * n).reshape(h, b, n)
+def block_key_sums(records: RecordBatch, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Σ of ``values`` over visible records per (history, cut, block, label): an (H, K, B, n) array.
+
+    Entry [h, k] sums the positions t < cuts[h, k] (one bincount over segments, then a cumulative sum).
+    """
+    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
+    v = records.valid if mask is None else records.valid & mask
+    seg = records.segments()
+    v = v & (seg < k)
+    idx = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
+    per_seg = np.bincount(idx[v], weights=values[v], minlength=h * k * b * n).reshape(h, k, b, n)
+    return np.cumsum(per_seg, axis=1)
 
 
-def _query_scores(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
-    s = state[queries.row, queries.block]  # (Q, n)
+def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, fill: float,
+                     mask: np.ndarray | None = None) -> np.ndarray:
+    """Like :func:`block_key_sums` for max/min (``ufunc`` = np.maximum or np.minimum), ``fill`` where empty."""
+    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
+    v = records.valid if mask is None else records.valid & mask
+    seg = records.segments()
+    v = v & (seg < k)
+    idx = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
+    out = np.full(h * k * b * n, fill)
+    ufunc.at(out, idx[v], values[v])
+    return ufunc.accumulate(out.reshape(h, k, b, n), axis=1)
+
+
+def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
+    """Read (H, K, B, n) per-label state at each query's (row, cut, block) for its menu: (Q, M)."""
+    s = state[queries.row, queries.cut, queries.block]  # (Q, n)
     return np.take_along_axis(s, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
 
 
@@ -106,30 +128,39 @@ class BlockLinearWriter:
 
     # ---- array path
     def states_batch(self, records: RecordBatch) -> np.ndarray:
+        """States at every cut: an (H, K, B, n) array."""
         inc = self.term(records.outcomes)
         if self.commutative:
             s = block_key_sums(records, to_fixed(inc))
             if self.all_keys:
-                s = np.broadcast_to(s.sum(axis=2, keepdims=True), s.shape)
+                s = np.broadcast_to(s.sum(axis=3, keepdims=True), s.shape)
             return s
-        h, b, n = records.n_histories, records.n_blocks, records.n_labels
+        h, kc, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
         s = np.zeros((h, b, n))
+        snaps = np.zeros((h, kc, b, n))
         d = np.float64(self.decay)
+        for k in range(kc):
+            at0 = np.flatnonzero(records.cuts[:, k] == 0)
+            snaps[at0, k] = s[at0]
         for t in range(records.keys.shape[1]):
             rows = np.flatnonzero(records.valid[:, t])
-            if rows.size == 0:
-                continue
-            blk = records.blocks[rows, t]
-            s[rows, blk, :] = d * s[rows, blk, :]
-            s[rows, blk, records.keys[rows, t]] = s[rows, blk, records.keys[rows, t]] + inc[rows, t]
-        return s
+            if rows.size:
+                blk = records.blocks[rows, t]
+                key = records.keys[rows, t]
+                s[rows, blk, :] = d * s[rows, blk, :]
+                s[rows, blk, key] = s[rows, blk, key] + inc[rows, t]
+            hit_h, hit_k = np.nonzero(records.cuts == t + 1)
+            if hit_h.size:
+                snaps[hit_h, hit_k] = s[hit_h]
+        return snaps
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
-        scores = _query_scores(self.states_batch(records), queries)
+        scores = query_values(self.states_batch(records), queries)
         return choose_batch(scores, queries.menu, self.tie_rule, records.labels)
 
     def agent(self) -> Agent:
-        return Agent(self.name, self, self, array=self, spec={"name": self.name, **self.params})
+        return Agent(self.name, self, self, array=self, task_invariant=True,
+                     spec={"name": self.name, **self.params})
 
 
 def _const(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -191,6 +222,7 @@ class SupportLookup:
         return self.table[(task.stream, task.task)]
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        """Table lookup per query (the state is constant)."""
         code = {lab: i for i, lab in enumerate(records.labels)}
         out = np.empty(queries.row.shape[0], dtype=np.int64)
         for q in range(out.shape[0]):

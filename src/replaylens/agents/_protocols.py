@@ -80,9 +80,11 @@ class Policy(Protocol):
 class RecordBatch:
     """H transformed histories as (H, T) arrays for the vectorized path.
 
-    ``keys`` are label codes as supplied to the writer (after cell and map), ``outcomes`` the
-    supplied utilities (NaN masked), ``blocks`` / ``tasks`` block and task-input codes,
-    ``valid`` marks the visible prefix (padding and records after T_{r,R} are False).
+    ``keys`` are label codes as supplied to the writer (after cell and map; −1 padding),
+    ``outcomes`` the supplied utilities (NaN masked), ``blocks`` / ``tasks`` block and task-input
+    codes, ``valid`` marks real records.  ``cuts[h, k]`` (ascending) are the prefix lengths at which
+    states are read: a query at (row h, cut k) sees exactly the positions t < cuts[h, k] (the prefix
+    rule T_{r,R}).
     """
 
     keys: np.ndarray
@@ -90,6 +92,7 @@ class RecordBatch:
     blocks: np.ndarray
     tasks: np.ndarray
     valid: np.ndarray
+    cuts: np.ndarray
     labels: tuple[str, ...]
     block_names: tuple[tuple[str, str], ...]
     task_names: tuple[str, ...]
@@ -106,13 +109,24 @@ class RecordBatch:
     def n_blocks(self) -> int:
         return len(self.block_names)
 
+    @property
+    def n_cuts(self) -> int:
+        return int(self.cuts.shape[1])
+
+    def segments(self) -> np.ndarray:
+        """(H, T): the first cut index k whose prefix contains position t (n_cuts if none)."""
+        t = np.arange(self.keys.shape[1])
+        return (self.cuts[:, :, None] <= t[None, None, :]).sum(axis=1)
+
 
 @dataclass(frozen=True, eq=False)
 class QueryBatch:
-    """Q future decisions: ``row`` indexes the RecordBatch history, ``menu`` (Q, M) displayed label codes
-    (−1 padding), ``block`` the stratum's block code, ``seed`` a per-decision seed for stochastic policies."""
+    """Q future decisions: ``row``/``cut`` locate the history and its visible prefix, ``menu`` (Q, M) the
+    displayed label codes (−1 padding), ``block`` the stratum's block code, ``seed`` a per-decision
+    seed for stochastic policies, ``stream``/``task`` indices into the name tuples."""
 
     row: np.ndarray
+    cut: np.ndarray
     block: np.ndarray
     menu: np.ndarray
     seed: np.ndarray
@@ -161,13 +175,20 @@ class Namespace:
 
 @dataclass(frozen=True, eq=False)
 class Agent:
-    """A writer and its policy, plus an optional array implementation and a rebuildable spec."""
+    """A writer and its policy, plus an optional array implementation and a rebuildable spec.
+
+    ``task_invariant`` declares that the policy reads a future task only through its stratum and
+    menu (the paper's reduced query x̃ = (family, context)); the array path then asks one
+    representative task per (history, prefix, stratum, menu).  The reference path always asks
+    every task, so the declaration is checked wherever the two paths are compared.
+    """
 
     name: str
     writer: Writer
     policy: Policy
     array: ArrayAgent | None = None
     stochastic: bool = False
+    task_invariant: bool = False
     namespace: Namespace = field(default_factory=Namespace)
     spec: Mapping[str, Any] = field(default_factory=dict)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._known import block_key_sums
+from ._known import block_key_reduce, block_key_sums, query_values
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -91,27 +91,22 @@ class ReferenceRule:
         return menu[_pick(m, defined, score, count > 0, first)]
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
-        h, b, n = records.n_histories, records.n_blocks, records.n_labels
-        v = records.valid
         micro = to_micro(records.outcomes)
-        vis = v & ~np.isnan(micro)
-        count = block_key_sums(records, np.ones_like(micro))
-        nvis = block_key_sums(records, vis.astype(np.float64))
-        total = block_key_sums(records, np.where(vis, micro, 0.0))
+        vis = ~np.isnan(micro)
         t_idx = np.broadcast_to(np.arange(records.keys.shape[1], dtype=np.float64), micro.shape)
-        flat = ((np.arange(h)[:, None] * b + records.blocks) * n + records.keys)
-        best = np.full(h * b * n, -np.inf)
-        np.maximum.at(best, flat[vis], micro[vis])
-        last = np.full(h * b * n, -1.0)
-        np.maximum.at(last, flat[v], t_idx[v])
-        first = np.full(h * b * n, np.inf)
-        np.minimum.at(first, flat[v], t_idx[v])
-
-        def q(a: np.ndarray) -> np.ndarray:
-            a3 = a.reshape(h, b, n)[queries.row, queries.block]
-            return np.take_along_axis(a3, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
-
-        qc, qn, qt, qb, ql, qf = q(count), q(nvis), q(total), q(best), q(last), q(first)
+        count = block_key_sums(records, np.ones_like(micro))
+        qc = query_values(count, queries)
+        qf = query_values(block_key_reduce(records, t_idx, np.minimum, np.inf), queries)
+        if self.rule in ("count", "latest"):
+            qn = qt = qb = np.zeros_like(qc)
+            ql = query_values(block_key_reduce(records, t_idx, np.maximum, -1.0), queries) \
+                if self.rule == "latest" else qc
+        else:
+            qn = query_values(block_key_sums(records, vis.astype(np.float64)), queries)
+            qt = query_values(block_key_sums(records, np.where(vis, micro, 0.0)), queries)
+            qb = query_values(block_key_reduce(records, np.where(vis, micro, -np.inf), np.maximum, -np.inf, vis),
+                              queries) if self.rule == "best" else qc
+            ql = qc
         pad = queries.menu < 0
         qc[pad] = 0
         qn[pad] = 0
@@ -125,7 +120,7 @@ class ReferenceRule:
         return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
 
     def agent(self) -> Agent:
-        return Agent(self.rule, self, self, array=self, spec={"name": self.rule})
+        return Agent(self.rule, self, self, array=self, task_invariant=True, spec={"name": self.rule})
 
 
 def reference_agent(rule: str) -> Agent:

@@ -47,7 +47,7 @@ def choose(scores: Sequence[float], menu: Sequence[str], rule: TieRule,
     if best.size == 1 or rule is TieRule.FIRST_CANONICAL:
         return menu[int(best[0])]
     if rule is TieRule.LEX_LARGEST:
-        return max((menu[int(i)] for i in best))
+        return max(menu[int(i)] for i in best)
     fs = np.asarray(first_seen if first_seen is not None else np.zeros(len(menu)), dtype=np.float64)
     sub = fs[best]
     return menu[int(best[np.flatnonzero(sub == sub.min())[0]])]

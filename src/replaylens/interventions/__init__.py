@@ -1,16 +1,29 @@
 """Replay cells (interventions), each declaring the laws it preserves; the laws are checked."""
 
-from ._cells import CELLS, Cell, TransformedBatch, get_cell, register_cell, resolve_cells, transform_stream
-from ._laws import Law, check_law
+from ._cells import (
+    CELLS,
+    Cell,
+    TransformedBatch,
+    cell_record,
+    get_cell,
+    outcome_codes,
+    register_cell,
+    resolve_cells,
+    transform_batch,
+)
+from ._laws import Law, check_law, check_laws_plain
 
 __all__ = [
     "CELLS",
     "Cell",
     "Law",
     "TransformedBatch",
+    "cell_record",
     "check_law",
+    "check_laws_plain",
     "get_cell",
     "register_cell",
+    "outcome_codes",
     "resolve_cells",
-    "transform_stream",
+    "transform_batch",
 ]

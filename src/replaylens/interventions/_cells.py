@@ -32,10 +32,12 @@ __all__ = [
     "CELLS",
     "Cell",
     "TransformedBatch",
+    "cell_record",
     "get_cell",
+    "outcome_codes",
     "register_cell",
     "resolve_cells",
-    "transform_stream",
+    "transform_batch",
 ]
 
 ID = "id"
@@ -153,54 +155,93 @@ def resolve_cells(names: str | Sequence[str]) -> tuple[Cell, ...]:
     return tuple(dict.fromkeys(cells))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TransformedBatch:
-    """Transformed histories of one stream: (H, T) keys, outcomes, task codes; H = maps (one cell, one draw)."""
+    """Transformed histories of S streams (padded to T) under M maps for one cell and one draw.
+
+    ``keys`` (S, M, T) label codes supplied to the writer; ``outcomes`` (S, T) supplied utilities
+    (NaN masked); ``tasks`` (S, T) the task-input position at each slot (−1 padding).
+    """
 
     keys: np.ndarray
     outcomes: np.ndarray
     tasks: np.ndarray
-    events: np.ndarray  # (T,) source position of the event metadata (time, id) at each slot
 
 
-def transform_stream(
+def outcome_codes(outcomes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Integer code per distinct utility value (NaN is one value); returns (codes, n_codes)."""
+    flat = outcomes.reshape(-1)
+    _, inv = np.unique(flat, return_inverse=True, equal_nan=True)
+    n = int(inv.max()) + 1 if inv.size else 0
+    return inv.reshape(outcomes.shape).astype(np.int64), n
+
+
+def transform_batch(
     cell: Cell,
     *,
     codes: np.ndarray,
     outcomes: np.ndarray,
-    tasks: np.ndarray,
     block: np.ndarray,
     perms: Mapping[str, np.ndarray],
     maps: np.ndarray,
     check: bool = True,
+    ocodes: np.ndarray | None = None,
+    n_ocodes: int | None = None,
 ) -> TransformedBatch:
-    """Apply ``cell`` to one stream under every map at once and check its declared laws.
+    """Apply ``cell`` to S streams under every map at once and check its declared laws.
 
-    ``codes``/``outcomes``/``tasks``/``block`` are (T,) in slot order; ``perms[role]`` is the (T,)
-    source-position array of that role; ``maps`` is (M, n) (row m = images of ρ_m).
-    Returns (M, T) arrays.  Raises :class:`LawViolation` if a declared law fails.
+    ``codes``/``outcomes``/``block`` are (S, T) in slot order, padded with −1 / NaN / −1;
+    ``perms[role]`` is the (S, T) source-position array of that role (padding maps to itself);
+    ``maps`` is (M, n): row m holds the images of ρ_m.  The task input at each slot is identified
+    by its original position.  Raises :class:`LawViolation` if a declared law fails.
     """
-    t = codes.shape[0]
-    ident = np.arange(t, dtype=np.int64)
+    s_n, t_n = codes.shape
+    ident = np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n))
+    pad = block < 0
 
     def src(role: str) -> np.ndarray:
         return ident if role == ID else perms[role]
 
     ks, os_, ts = src(cell.key_from), src(cell.outcome_from), src(cell.task_from)
-    m = maps.shape[0]
-    hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(maps.shape[1]), maps.shape)
-    keys = np.take_along_axis(hist_maps, np.broadcast_to(codes[ks], (m, t)), axis=1)
-    outs = np.broadcast_to(np.full(t, np.nan) if cell.mask else outcomes[os_], (m, t))
-    tks = np.broadcast_to(tasks[ts], (m, t))
+    m_n, n_lab = maps.shape
+    hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
+    moved = np.take_along_axis(codes, ks, axis=1)
+    keys = np.where(pad[:, None, :], -1, hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2))
+    outs = np.full((s_n, t_n), np.nan) if cell.mask else np.take_along_axis(outcomes, os_, axis=1)
+    outs = np.where(pad, np.nan, outs)
+    tasks = np.where(pad, -1, np.take_along_axis(ident, ts, axis=1))
     if check:
-        ref_keys = np.take_along_axis(hist_maps, np.broadcast_to(codes, (m, t)), axis=1)
-        ref_out = np.broadcast_to(outcomes, (m, t))
-        ref_tasks = np.broadcast_to(tasks, (m, t))
+        # Laws are checked on the label codes before ρ: ρ is a bijection applied elementwise to both
+        # the transformed and the reference history, so every law holds under ρ iff it holds at id.
+        if ocodes is None or n_ocodes is None:
+            ocodes, n_ocodes = outcome_codes(outcomes)
+        masked_code = n_ocodes
+        ref_oc = np.where(pad, -1, ocodes)
+        oc = np.where(pad, -1, np.full_like(ocodes, masked_code) if cell.mask else np.take_along_axis(ocodes, os_, 1))
+        plain = np.where(pad, -1, moved)
+        ref_tasks = np.where(pad, -1, ident)
+        sizes = (int(block.max()) + 1, t_n, n_lab, n_ocodes + 1)
         for law in sorted(cell.preserves, key=lambda x: x.value):
-            ok = check_law(law, block=block, keys=keys, outcomes=outs, tasks=tks, ref_keys=ref_keys,
-                           ref_outcomes=ref_out, ref_tasks=ref_tasks, sources=(ks, os_, ts),
-                           menu_changed=cell.menu_map)
+            ok = check_law(law, block=block, keys=plain, ocodes=oc, tasks=tasks, ref_keys=np.where(pad, -1, codes),
+                           ref_ocodes=ref_oc, ref_tasks=ref_tasks, masked_code=masked_code, sizes=sizes,
+                           sources=(ks, os_, ts), menu_changed=cell.menu_map)
             if not ok.all():
                 bad = int(np.flatnonzero(~ok)[0])
-                raise LawViolation(cell.name, law.value, f"map #{bad} of this stream")
-    return TransformedBatch(keys=keys, outcomes=np.array(outs), tasks=np.array(tks), events=ts)
+                raise LawViolation(cell.name, law.value, f"stream #{bad} of the batch")
+    return TransformedBatch(keys=keys, outcomes=outs, tasks=tasks)
+
+
+def cell_record(cell: Cell, codes: np.ndarray, outcomes: np.ndarray, t: int, rho: np.ndarray,
+                perms: Mapping[str, np.ndarray]) -> tuple[int, float, int]:
+    """The paper's cell functional at one slot (pull form): (key ℓ_t^q, utility u_t^q, task position).
+
+    ``codes``/``outcomes`` are one stream's label codes and utilities in slot order, ``rho`` the map's
+    images, ``perms[role][t]`` the source position of slot t.  Used by the per-record reference path.
+    """
+    def at(role: str) -> int:
+        return t if role == ID else int(perms[role][t])
+
+    k = int(codes[at(cell.key_from)])
+    key = int(rho[k]) if cell.history_map else k
+    u = float("nan") if cell.mask else float(outcomes[at(cell.outcome_from)])
+    return key, u, at(cell.task_from)

@@ -1,8 +1,10 @@
-"""Preservation laws as data, and their vectorized checks.
+"""Preservation laws as data, and their exact vectorized checks.
 
-A law compares a transformed history with the aligned history under the same label map
-(ρ acts on producer labels in every cell, so the aligned-at-ρ history is the reference).
-Arrays are (H, T): H histories of one stream, T positions in slot order; ``block`` is (T,).
+A law compares a transformed history with the aligned history under the same label map (ρ acts
+on producer labels in every cell, so aligned-at-ρ is the reference).  Inputs are integer codes
+with −1 as padding: keys (S, M, T) or (S, T); outcome codes (S, T) (one code per distinct
+utility value, NaN included); task codes (S, T); block (S, T).  Per-block multisets are compared
+exactly by sorting combined int64 codes (block, values...) per row.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["Law", "check_law"]
+__all__ = ["Law", "check_law", "check_laws_plain"]
 
 
 class Law(str, Enum):
@@ -27,19 +29,19 @@ class Law(str, Enum):
     EVENT_MULTISET = "event_multiset"          # per-block multiset of whole events (task, key, outcome)
     OUTCOMES_HIDDEN = "outcomes_hidden"        # every outcome masked (NaN)
     MENU = "menu"                              # the future menu and binding are unchanged
-    RECORD_COUNT = "record_count"              # the update count per block
+    RECORD_COUNT = "record_count"              # the number of records (updates) per block
 
 
-def _nan_fill(x: np.ndarray) -> np.ndarray:
-    return np.where(np.isnan(x), -1.0, x)
+def _comb(*cols: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """Mixed-radix int64 code of several −1-padded integer columns (broadcast together)."""
+    out = np.zeros(np.broadcast_shapes(*(c.shape for c in cols)), dtype=np.int64)
+    for c, size in zip(cols, sizes, strict=True):
+        out = out * (size + 1) + (c.astype(np.int64) + 1)
+    return out
 
 
-def _sorted_per_block(block: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Sort each row of the (H, T) columns by (block, cols...) and return the sorted columns."""
-    h, t = cols[0].shape
-    blk = np.broadcast_to(block, (h, t))
-    order = np.lexsort(tuple(reversed(cols)) + (blk,), axis=-1)
-    return tuple(np.take_along_axis(c, order, axis=-1) for c in cols)
+def _same_multiset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.all(np.sort(a, axis=-1) == np.sort(b, axis=-1), axis=-1)
 
 
 def check_law(
@@ -47,51 +49,115 @@ def check_law(
     *,
     block: np.ndarray,
     keys: np.ndarray,
-    outcomes: np.ndarray,
+    ocodes: np.ndarray,
     tasks: np.ndarray,
     ref_keys: np.ndarray,
-    ref_outcomes: np.ndarray,
+    ref_ocodes: np.ndarray,
     ref_tasks: np.ndarray,
+    masked_code: int,
+    sizes: tuple[int, int, int, int],
     sources: tuple[np.ndarray, ...] = (),
     menu_changed: bool = False,
 ) -> np.ndarray:
-    """Per-history boolean (H,): does each transformed history satisfy ``law``?
+    """Does each row satisfy ``law``?  Returns a boolean array over the leading axes of ``keys``.
 
-    ``sources`` are the (H, T) source-position arrays the cell used (for block membership).
+    ``sizes`` = (n_blocks, n_tasks, n_labels, n_outcome_codes) bound the codes; ``sources`` are the
+    (S, T) source-position arrays the cell used (for block membership).
     """
-    h = keys.shape[0]
+    nb, nt, nk, no = sizes
+    lead = keys.shape[:-1]
+    three = keys.ndim == 3
+    blk3 = block[:, None, :] if three else block
+
+    def widen(x: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(x[:, None, :], keys.shape) if three and x.ndim == 2 else x
+
+    def per_row(ok: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(ok[:, None], lead) if three and ok.ndim == 1 else ok
+
     if law is Law.BLOCK_MEMBERSHIP:
-        ok = np.ones(h, dtype=bool)
+        ok = np.ones(block.shape[0], dtype=bool)
         for src in sources:
-            ok &= np.all(block[src] == block[None, :], axis=-1)
-        return ok
+            ok &= np.all(np.take_along_axis(block, src, axis=-1) == block, axis=-1)
+        return per_row(ok)
     if law is Law.TASK_SLOTS:
-        return np.all(tasks == ref_tasks, axis=-1)
+        return per_row(np.all(tasks == ref_tasks, axis=-1))
     if law is Law.KEY_SEQUENCE:
         return np.all(keys == ref_keys, axis=-1)
     if law is Law.OUTCOME_SEQUENCE:
-        return np.all(_nan_fill(outcomes) == _nan_fill(ref_outcomes), axis=-1)
+        return per_row(np.all(ocodes == ref_ocodes, axis=-1))
     if law is Law.OUTCOMES_HIDDEN:
-        return np.all(np.isnan(outcomes), axis=-1)
-    if law is Law.RECORD_COUNT:
-        return np.ones(h, dtype=bool) if keys.shape == ref_keys.shape else np.zeros(h, dtype=bool)
+        return per_row(np.all((ocodes == masked_code) | (block < 0), axis=-1))
     if law is Law.MENU:
-        return np.full(h, not menu_changed)
+        return np.full(lead, not menu_changed)
+    if law is Law.RECORD_COUNT:
+        return _same_multiset(_comb(blk3, (keys >= 0).astype(np.int64), sizes=(nb, 1)),
+                              _comb(blk3, (ref_keys >= 0).astype(np.int64), sizes=(nb, 1)))
     if law is Law.KEY_MULTISET:
-        (a,) = _sorted_per_block(block, keys)
-        (b,) = _sorted_per_block(block, ref_keys)
-        return np.all(a == b, axis=-1)
+        return _same_multiset(_comb(blk3, keys, sizes=(nb, nk)), _comb(blk3, ref_keys, sizes=(nb, nk)))
     if law is Law.OUTCOME_MULTISET:
-        (a,) = _sorted_per_block(block, _nan_fill(outcomes))
-        (b,) = _sorted_per_block(block, _nan_fill(ref_outcomes))
-        return np.all(a == b, axis=-1)
+        return per_row(_same_multiset(_comb(block, ocodes, sizes=(nb, no)), _comb(block, ref_ocodes, sizes=(nb, no))))
     if law is Law.PAIR_MULTISET:
-        a1, a2 = _sorted_per_block(block, keys.astype(np.float64), _nan_fill(outcomes))
-        b1, b2 = _sorted_per_block(block, ref_keys.astype(np.float64), _nan_fill(ref_outcomes))
-        return np.all((a1 == b1) & (a2 == b2), axis=-1)
+        return _same_multiset(_comb(blk3, keys, widen(ocodes), sizes=(nb, nk, no)),
+                              _comb(blk3, ref_keys, widen(ref_ocodes), sizes=(nb, nk, no)))
     if law is Law.EVENT_MULTISET:
-        a = _sorted_per_block(block, tasks.astype(np.float64), keys.astype(np.float64), _nan_fill(outcomes))
-        b = _sorted_per_block(block, ref_tasks.astype(np.float64), ref_keys.astype(np.float64),
-                              _nan_fill(ref_outcomes))
-        return np.all(np.all([x == y for x, y in zip(a, b, strict=True)], axis=0), axis=-1)
+        return _same_multiset(_comb(blk3, widen(tasks), keys, widen(ocodes), sizes=(nb, nt, nk, no)),
+                              _comb(blk3, widen(ref_tasks), ref_keys, widen(ref_ocodes), sizes=(nb, nt, nk, no)))
     raise ValueError(f"unknown law {law}")  # pragma: no cover
+
+
+def check_laws_plain(
+    laws: frozenset[Law] | set[Law],
+    *,
+    block: list[int],
+    keys: list[int],
+    outcomes: list[float],
+    tasks: list[int],
+    ref_keys: list[int],
+    ref_outcomes: list[float],
+    sources: list[list[int]],
+    menu_changed: bool,
+) -> Law | None:
+    """Plain per-record check of one transformed history (the reference path's independent checker).
+
+    Returns the first violated law, or None.  NaN outcomes compare equal to each other.
+    """
+    from collections import Counter
+
+    def nk(u: float) -> object:
+        return "nan" if u != u else u
+
+    n = len(keys)
+    ref_tasks = list(range(n))
+    for law in sorted(laws, key=lambda x: x.value):
+        if law is Law.BLOCK_MEMBERSHIP:
+            ok = all(block[src[t]] == block[t] for src in sources for t in range(n))
+        elif law is Law.TASK_SLOTS:
+            ok = tasks == ref_tasks
+        elif law is Law.KEY_SEQUENCE:
+            ok = keys == ref_keys
+        elif law is Law.OUTCOME_SEQUENCE:
+            ok = [nk(u) for u in outcomes] == [nk(u) for u in ref_outcomes]
+        elif law is Law.OUTCOMES_HIDDEN:
+            ok = all(u != u for u in outcomes)
+        elif law is Law.MENU:
+            ok = not menu_changed
+        elif law is Law.RECORD_COUNT:
+            ok = Counter(block) == Counter(block[: len(keys)])
+        elif law is Law.KEY_MULTISET:
+            ok = Counter(zip(block, keys, strict=True)) == Counter(zip(block, ref_keys, strict=True))
+        elif law is Law.OUTCOME_MULTISET:
+            ok = Counter((b, nk(u)) for b, u in zip(block, outcomes, strict=True)) == \
+                Counter((b, nk(u)) for b, u in zip(block, ref_outcomes, strict=True))
+        elif law is Law.PAIR_MULTISET:
+            ok = Counter((b, k, nk(u)) for b, k, u in zip(block, keys, outcomes, strict=True)) == \
+                Counter((b, k, nk(u)) for b, k, u in zip(block, ref_keys, ref_outcomes, strict=True))
+        elif law is Law.EVENT_MULTISET:
+            ok = Counter((b, x, k, nk(u)) for b, x, k, u in zip(block, tasks, keys, outcomes, strict=True)) == \
+                Counter((b, x, k, nk(u)) for b, x, k, u in zip(block, ref_tasks, ref_keys, ref_outcomes,
+                                                                strict=True))
+        else:  # pragma: no cover
+            raise ValueError(f"unknown law {law}")
+        if not ok:
+            return law
+    return None

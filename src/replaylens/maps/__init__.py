@@ -11,13 +11,12 @@ from ._labels import (
     parse_map,
     resolve_maps,
 )
-from ._slots import SlotDraws, SlotLaw, SlotSpec, draw_block, stream_perm, uniform_derangement, uniform_permutation
+from ._slots import SlotLaw, SlotSpec, draw_block, stream_perm, uniform_derangement, uniform_permutation
 
 __all__ = [
     "DERANGEMENTS_4",
     "INVOLUTIONS_4",
     "LabelMap",
-    "SlotDraws",
     "SlotLaw",
     "SlotSpec",
     "all_permutations",

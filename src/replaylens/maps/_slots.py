@@ -6,8 +6,7 @@ placed at position t of the block.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -16,7 +15,6 @@ from ..errors import ConfigError
 from ..rng import RngLike, check_rng, derive_rng
 
 __all__ = [
-    "SlotDraws",
     "SlotLaw",
     "SlotSpec",
     "draw_block",
@@ -110,39 +108,25 @@ class SlotSpec:
             return (self.pair_seed if self.pair_seed is not None else self.value_seed + 7), self.pair_law
         raise ConfigError(f"unknown slot role {role!r}")
 
-    def draw(self, role: str, stream: str, block: int, n: int) -> np.ndarray:
-        """σ for ``role`` in block ``block`` (its index in the stream) of ``stream``.
+    def generator(self, role: str, stream: str) -> tuple[np.random.Generator, SlotLaw]:
+        """The generator and law of ``role`` for ``stream``.
 
-        Each (role, stream, block) has its own generator derived from the role's seed, the
-        role id and the stream id, so a stream's draws do not depend on the other streams
-        (shards are pure).  Pair shares value's generator (and so its draw) by default.
+        Each (role, stream) has its own generator derived from the role's seed, the role id and the
+        stream id, so a stream's draws do not depend on other streams (shards are pure); blocks are
+        drawn in order from it.  Pair shares value's generator (and so its draw) by default.
         """
         seed, law = self._role(role)
         gen_role = "value" if (role == "pair" and self.pair_shares_value) else role
-        return draw_block(law, n, derive_rng(seed, gen_role, stream, block))
-
-
-@dataclass(frozen=True)
-class SlotDraws:
-    """Realized σ* for one draw: ``perms[(stream, role)]`` = per-stream array of source positions.
-
-    Positions index the stream's records in slot order; each block's records are permuted
-    among themselves only.
-    """
-
-    spec: SlotSpec
-    perms: Mapping[tuple[str, str], np.ndarray] = field(default_factory=dict)
-
-    def get(self, stream: str, role: str) -> np.ndarray:
-        return self.perms[(stream, role)]
+        return derive_rng(seed, gen_role, stream), law
 
 
 def stream_perm(spec: SlotSpec, role: str, stream: str, block_of: np.ndarray) -> np.ndarray:
-    """The stream-level source-position array for ``role`` given each record's block index."""
+    """σ for ``role`` over a whole stream: an array of source positions, permuting each block's
+    records among themselves (blocks drawn in order of their index in ``block_of``)."""
     n = block_of.shape[0]
     out = np.arange(n, dtype=np.int64)
+    g, law = spec.generator(role, stream)
     for b in np.unique(block_of):
         pos = np.flatnonzero(block_of == b)
-        sigma = spec.draw(role, stream, int(b), pos.size)
-        out[pos] = pos[sigma]
+        out[pos] = pos[draw_block(law, pos.size, g)]
     return out

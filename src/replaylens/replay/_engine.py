@@ -3,7 +3,7 @@
 Both paths feed each transformed history through the same writer, snapshot the state at every
 stratum's prefix end T_{r,R} (the future of stratum R sees only records up to its feeding
 block), ask the policy about the held-fixed future tasks, and return decoded label codes.
-The evaluator is applied afterwards (:mod:`._result`); agents never see it.
+The evaluator is applied afterwards (:func:`utilities_for`); agents never see it.
 """
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
 from ..agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
-from ..errors import AgentError, ConfigError
-from ..interventions import TransformedBatch, transform_stream
+from ..errors import AgentError, ConfigError, LawViolation
+from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..rng import stable_int
 from ._plan import ReplayPlan
 
-__all__ = ["StreamData", "prepare_streams", "run_shard"]
+__all__ = ["StreamData", "block_vocabulary", "decision_seeds", "prepare_streams", "run_shard", "utilities_for"]
 
 ROLES = ("value", "pair", "time", "reorder")
 
@@ -32,20 +33,35 @@ class StreamData:
     """One stream's records in slot order, encoded, plus its future tasks."""
 
     name: str
+    history: History
+    rows: slice                # the stream's rows in ``history``
     codes: np.ndarray          # (T,) label codes
     outcomes: np.ndarray       # (T,)
     block_local: np.ndarray    # (T,) block index within the stream (by first slot)
     block_global: np.ndarray   # (T,) block code in the run's block vocabulary
     slots: np.ndarray          # (T,)
-    task_code: np.ndarray      # (T,) index into ``task_inputs``
-    task_inputs: tuple[TaskInput, ...]
     futures: tuple[FutureTask, ...]
     prefix: np.ndarray         # (J,) number of visible records for each future task
     menus: np.ndarray          # (J, M) canonical label codes of each menu (−1 padding)
     stratum_code: np.ndarray   # (J,) block-vocabulary code of each task's stratum
 
+    @property
+    def length(self) -> int:
+        return int(self.codes.shape[0])
 
-def _block_vocab(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
+    @cached_property
+    def task_inputs(self) -> tuple[TaskInput, ...]:
+        """x_t for every position (built only for the per-record path)."""
+        return tuple(TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
+                     for r in self.history.records(self.name))
+
+    @cached_property
+    def prefixes(self) -> np.ndarray:
+        return np.unique(self.prefix)
+
+
+def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
+    """Every block and stratum (family, context), history blocks first."""
     blocks = dict.fromkeys(zip(history.family.tolist(), history.context.tolist(), strict=True))
     blocks.update(dict.fromkeys(futures.strata))
     return tuple(blocks)
@@ -54,47 +70,34 @@ def _block_vocab(history: History, futures: FutureTasks) -> tuple[tuple[str, str
 def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
     """Encode every planned stream (label codes follow ``plan.labels``)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
-    bvocab = _block_vocab(history, futures)
-    bcode = {b: i for i, b in enumerate(bvocab)}
-    out: dict[str, StreamData] = {}
+    bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     m_max = max(len(t.menu) for t in futures)
+    key_codes = np.array([code[k] for k in history.key.tolist()], dtype=np.int64)
+    out: dict[str, StreamData] = {}
     for s in plan.streams:
         sl = history.stream_slice(s)
-        fam, ctx = history.family[sl].tolist(), history.context[sl].tolist()
-        blocks = list(zip(fam, ctx, strict=True))
+        blocks = list(zip(history.family[sl].tolist(), history.context[sl].tolist(), strict=True))
         local = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
         slots = history.slot[sl]
-        recs = tuple(history.records(s))
-        tis = tuple(TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
-                    for r in recs)
+        last_pos = {b: i for i, b in enumerate(blocks)}  # last position of each block
         futs = futures.of(s)
         prefix = np.empty(len(futs), dtype=np.int64)
-        for j, f in enumerate(futs):
-            feed = f.feeds if f.feeds is not None else (f.stratum if f.stratum in local else None)
-            if feed is None:
-                prefix[j] = len(blocks)
-            else:
-                end = int(slots[[i for i, b in enumerate(blocks) if b == feed][-1]])
-                prefix[j] = int(np.searchsorted(slots, end, side="right"))
         menus = np.full((len(futs), m_max), -1, dtype=np.int64)
         for j, f in enumerate(futs):
+            feed = f.feeds if f.feeds is not None else (f.stratum if f.stratum in local else None)
+            prefix[j] = len(blocks) if feed is None else int(np.searchsorted(slots, slots[last_pos[feed]], "right"))
             menus[j, : len(f.menu)] = [code[a] for a in f.menu]
         out[s] = StreamData(
-            name=s, codes=np.array([code[k] for k in history.key[sl].tolist()], dtype=np.int64),
-            outcomes=history.outcome[sl].astype(np.float64), block_local=np.array([local[b] for b in blocks]),
-            block_global=np.array([bcode[b] for b in blocks], dtype=np.int64), slots=slots,
-            task_code=np.arange(len(recs), dtype=np.int64), task_inputs=tis, futures=futs, prefix=prefix,
-            menus=menus, stratum_code=np.array([bcode[f.stratum] for f in futs], dtype=np.int64),
+            name=s, history=history, rows=sl, codes=key_codes[sl], outcomes=history.outcome[sl].astype(np.float64),
+            block_local=np.array([local[b] for b in blocks], dtype=np.int64),
+            block_global=np.array([bcode[b] for b in blocks], dtype=np.int64), slots=slots, futures=futs,
+            prefix=prefix, menus=menus, stratum_code=np.array([bcode[f.stratum] for f in futs], dtype=np.int64),
         )
     return out
 
 
-def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
-    return _block_vocab(history, futures)
-
-
 def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint64)
+    x = np.asarray(x, dtype=np.uint64)
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -103,27 +106,48 @@ def _splitmix(x: np.ndarray) -> np.ndarray:
 
 
 def decision_seeds(plan: ReplayPlan, stream: str, n_tasks: int, c: int, m: int, d: int) -> np.ndarray:
-    """(J, P) per-decision seeds: a fixed function of (seed, stream, task, cell, map, draw, repeat)."""
-    base = _splitmix(np.array([plan.seed ^ stable_int(stream)], dtype=np.uint64))
-    key = base ^ _splitmix(np.array([(c << 40) | (m << 24) | (d << 12)], dtype=np.uint64))
+    """(J, P) per-decision seeds: a fixed function of (seed, stream, cell, map, draw, task, repeat)."""
+    base = _splitmix(np.uint64(plan.seed) ^ np.uint64(stable_int(stream)))
+    key = _splitmix(base ^ _splitmix(np.uint64((c << 40) | (m << 20) | d)))
     j = np.arange(n_tasks, dtype=np.uint64)[:, None]
     p = np.arange(plan.repeats, dtype=np.uint64)[None, :]
-    with np.errstate(over="ignore"):
-        return _splitmix(_splitmix(key ^ j * np.uint64(0x100000001B3)) ^ p)
+    return _splitmix(_splitmix(key ^ j) ^ (p + np.uint64(1)))
 
 
-def _transforms(plan: ReplayPlan, sd: StreamData) -> dict[tuple[int, int], TransformedBatch]:
+@dataclass(frozen=True, eq=False)
+class _Shard:
+    streams: tuple[StreamData, ...]
+    block_local: np.ndarray   # (S, T) −1 padded
+    transforms: dict[tuple[int, int], TransformedBatch]
+
+
+def _shard(plan: ReplayPlan, sds: Sequence[StreamData]) -> _Shard:
+    s_n = len(sds)
+    t_n = max(sd.length for sd in sds)
+    codes = np.full((s_n, t_n), -1, dtype=np.int64)
+    outs = np.full((s_n, t_n), np.nan)
+    blk = np.full((s_n, t_n), -1, dtype=np.int64)
+    for i, sd in enumerate(sds):
+        codes[i, : sd.length] = sd.codes
+        outs[i, : sd.length] = sd.outcomes
+        blk[i, : sd.length] = sd.block_local
+    ocodes, n_oc = outcome_codes(outs)
     maps = np.stack([m.array for m in plan.maps])
-    out: dict[tuple[int, int], TransformedBatch] = {}
+    tf: dict[tuple[int, int], TransformedBatch] = {}
     for d, spec in enumerate(plan.draws):
-        perms = {role: stream_perm(spec, role, sd.name, sd.block_local) for role in ROLES}
+        perms = {}
+        for role in ROLES:
+            p = np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n)).copy()
+            for i, sd in enumerate(sds):
+                p[i, : sd.length] = stream_perm(spec, role, sd.name, sd.block_local)
+            perms[role] = p
         for c, cell in enumerate(plan.cells):
             if not cell.roles and d > 0:
-                out[(c, d)] = out[(c, 0)]
+                tf[(c, d)] = tf[(c, 0)]
                 continue
-            out[(c, d)] = transform_stream(cell, codes=sd.codes, outcomes=sd.outcomes, tasks=sd.task_code,
-                                           block=sd.block_local, perms=perms, maps=maps, check=plan.check_laws)
-    return out
+            tf[(c, d)] = transform_batch(cell, codes=codes, outcomes=outs, block=blk, perms=perms, maps=maps,
+                                         check=plan.check_laws, ocodes=ocodes, n_ocodes=n_oc)
+    return _Shard(tuple(sds), blk, tf)
 
 
 def _future_input(sd: StreamData, j: int) -> FutureInput:
@@ -133,27 +157,40 @@ def _future_input(sd: StreamData, j: int) -> FutureInput:
     return FutureInput(f.stream, f.family, f.context, f.task, f.index, clock, f.metadata)
 
 
-def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent,
-                      tick: Callable[[int], None]) -> np.ndarray:
+def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
+    """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
+    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision."""
     c_n, m_n, d_n, p_n, j_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sd.futures)
     out = np.empty((c_n, m_n, d_n, p_n, j_n), dtype=np.int64)
-    tf = _transforms(plan, sd)
     ns = agent.namespace
     labels = plan.labels
-    prefixes = sorted(set(sd.prefix.tolist()))
+    prefixes = set(sd.prefixes.tolist())
     futs = [_future_input(sd, j) for j in range(j_n)]
+    base_inputs = sd.task_inputs
     dummy = np.random.default_rng(0)
-    for c, cell in enumerate(plan.cells):
-        for d in range(d_n):
-            tb = tf[(c, d)]
-            inputs = [replace(sd.task_inputs[int(tb.tasks[0, t])], slot=int(sd.slots[t]))
-                      for t in range(sd.codes.shape[0])]
+    t_n = sd.length
+    block = sd.block_local.tolist()
+    codes, outcomes = sd.codes, sd.outcomes
+    for d, spec in enumerate(plan.draws):
+        perms = {role: stream_perm(spec, role, sd.name, sd.block_local) for role in ROLES}
+        for c, cell in enumerate(plan.cells):
+            sources = [perms[r].tolist() if r != "id" else list(range(t_n))
+                       for r in (cell.key_from, cell.outcome_from, cell.task_from)]
             for m, rho in enumerate(plan.maps):
+                img = rho.array if cell.history_map else np.arange(rho.n)
+                recs = [cell_record(cell, codes, outcomes, t, rho.array, perms) for t in range(t_n)]
+                if plan.check_laws:
+                    bad = check_laws_plain(
+                        cell.preserves, block=block, keys=[r[0] for r in recs], outcomes=[r[1] for r in recs],
+                        tasks=[r[2] for r in recs], ref_keys=[int(img[k]) for k in codes],
+                        ref_outcomes=outcomes.tolist(), sources=sources, menu_changed=cell.menu_map)
+                    if bad is not None:
+                        raise LawViolation(cell.name, bad.value, f"stream {sd.name!r}, map {rho.name}, draw {d}")
                 state = agent.writer.init_state()
                 snaps = {0: copy.deepcopy(state)} if 0 in prefixes else {}
-                for t, ti in enumerate(inputs):
-                    state = agent.writer.update(state, ti, ns.kappa(labels[int(tb.keys[m, t])]),
-                                                float(tb.outcomes[m, t]))
+                for t, (key, u, x) in enumerate(recs):
+                    ti = replace(base_inputs[x], slot=int(sd.slots[t]))
+                    state = agent.writer.update(state, ti, ns.kappa(labels[key]), u)
                     if t + 1 in prefixes:
                         snaps[t + 1] = copy.deepcopy(state)
                 seeds = decision_seeds(plan, sd.name, j_n, c, m, d) if agent.stochastic else None
@@ -175,67 +212,76 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent,
     return out
 
 
-def _array_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, n_blocks_vocab: tuple[tuple[str, str], ...],
+def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple[str, str], ...],
                  tick: Callable[[int], None]) -> list[np.ndarray]:
+    """Vectorized replay of a shard: one history row per (stream, cell, draw, map), states read at
+    each stream's distinct prefix ends (cuts), and a single ``act_batch`` call for every decision."""
     assert agent.array is not None
-    c_n, m_n, d_n, p_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats
-    t_max = max(sd.codes.shape[0] for sd in sds)
-    keys_rows, out_rows, blk_rows, task_rows, len_rows = [], [], [], [], []
-    q_row, q_block, q_menu, q_seed, q_stream, q_task, q_index = [], [], [], [], [], [], []
-    task_names: list[str] = []
-    future_names: list[str] = []
-    row = 0
-    for s_i, sd in enumerate(sds):
-        t = sd.codes.shape[0]
-        tf = _transforms(plan, sd)
-        prefixes = sorted(set(sd.prefix.tolist()))
-        pref_pos = {L: i for i, L in enumerate(prefixes)}
-        task_off = len(task_names)
-        task_names.extend(ti.task for ti in sd.task_inputs)
-        fut_off = len(future_names)
-        future_names.extend(f.task for f in sd.futures)
-        j_n = len(sd.futures)
-        blk = np.zeros(t_max, dtype=np.int64)
-        blk[:t] = sd.block_global
-        qrow_local = np.array([pref_pos[int(L)] for L in sd.prefix], dtype=np.int64)
-        for c, cell in enumerate(plan.cells):
-            for d in range(d_n):
-                tb = tf[(c, d)]
-                for m, rho in enumerate(plan.maps):
-                    k = np.full(t_max, -1, dtype=np.int64)
-                    k[:t] = tb.keys[m]
-                    o = np.full(t_max, np.nan)
-                    o[:t] = tb.outcomes[m]
-                    tk = np.zeros(t_max, dtype=np.int64)
-                    tk[:t] = tb.tasks[m] + task_off
-                    for L in prefixes:
-                        keys_rows.append(k)
-                        out_rows.append(o)
-                        blk_rows.append(blk)
-                        task_rows.append(tk)
-                        len_rows.append(L)
-                    menus = np.where(sd.menus >= 0, rho.array[np.maximum(sd.menus, 0)], -1) if cell.menu_map \
-                        else sd.menus
-                    seeds = decision_seeds(plan, sd.name, j_n, c, m, d) if agent.stochastic else \
-                        np.zeros((j_n, p_n), dtype=np.uint64)
-                    q_row.append(np.repeat(row + qrow_local, p_n))
-                    q_block.append(np.repeat(sd.stratum_code, p_n))
-                    q_menu.append(np.repeat(menus, p_n, axis=0))
-                    q_seed.append(seeds.reshape(-1))
-                    q_stream.append(np.full(j_n * p_n, s_i, dtype=np.int64))
-                    q_task.append(np.repeat(np.arange(j_n) + fut_off, p_n))
-                    q_index.append(np.array([(c, m, d)], dtype=np.int64).repeat(j_n * p_n, axis=0))
-                    row += len(prefixes)
-    keys = np.stack(keys_rows)
-    lengths = np.asarray(len_rows)
-    valid = np.arange(t_max)[None, :] < lengths[:, None]
-    records = RecordBatch(keys=keys, outcomes=np.stack(out_rows), blocks=np.stack(blk_rows),
-                          tasks=np.stack(task_rows), valid=valid, labels=plan.labels,
-                          block_names=n_blocks_vocab, task_names=tuple(task_names))
-    menu = np.concatenate(q_menu)
-    queries = QueryBatch(row=np.concatenate(q_row), block=np.concatenate(q_block), menu=menu,
-                         seed=np.concatenate(q_seed), stream=np.concatenate(q_stream), task=np.concatenate(q_task),
-                         stream_names=tuple(sd.name for sd in sds), task_names=tuple(future_names))
+    sds = sh.streams
+    c_n, m_n, d_n, p_n, s_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sds)
+    t_n = sh.block_local.shape[1]
+    cdm = c_n * d_n * m_n
+    keys = np.stack([np.stack([sh.transforms[(c, d)].keys for d in range(d_n)], 1) for c in range(c_n)], 1)
+    outs = np.stack([np.stack([sh.transforms[(c, d)].outcomes for d in range(d_n)], 1) for c in range(c_n)], 1)
+    tasks = np.stack([np.stack([sh.transforms[(c, d)].tasks for d in range(d_n)], 1) for c in range(c_n)], 1)
+    shape = (s_n * cdm, t_n)  # rows ordered (stream, cell, draw, map)
+    lengths = np.array([sd.length for sd in sds], dtype=np.int64)
+    task_off = np.r_[0, np.cumsum(lengths)][:-1]
+    tk = np.where(tasks >= 0, tasks + task_off[:, None, None, None], 0)
+    bg = np.zeros((s_n, t_n), dtype=np.int64)
+    for i, sd in enumerate(sds):
+        bg[i, : sd.length] = sd.block_global
+    k_max = max(sd.prefixes.shape[0] for sd in sds)
+    cuts = np.empty((s_n, k_max), dtype=np.int64)
+    for i, sd in enumerate(sds):
+        cuts[i] = np.r_[sd.prefixes, np.full(k_max - sd.prefixes.shape[0], sd.prefixes[-1])]
+    keys_r = keys.reshape(shape)
+    records = RecordBatch(
+        keys=keys_r, outcomes=np.broadcast_to(outs[:, :, :, None, :], keys.shape).reshape(shape),
+        blocks=np.repeat(bg, cdm, axis=0), tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
+        valid=keys_r >= 0, cuts=np.repeat(cuts, cdm, axis=0), labels=plan.labels, block_names=blocks,
+        task_names=tuple(str(x) for sd in sds for x in sd.history.task[sd.rows].tolist()))
+    # ---- queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant agent is
+    # asked one representative task per (prefix, stratum, menu) of each stream; others every task.
+    maps = np.stack([m.array for m in plan.maps])
+    inv = np.stack([m.inverse.array for m in plan.maps])
+    menu_map = np.array([cell.menu_map for cell in plan.cells])
+    cc, dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
+    dedupe = agent.task_invariant and not agent.stochastic
+    asked: list[np.ndarray] = []
+    expand: list[np.ndarray] = []
+    for sd in sds:
+        if dedupe:
+            ctx = np.column_stack([sd.prefix, sd.stratum_code, sd.menus])
+            _, first, back = np.unique(ctx, axis=0, return_index=True, return_inverse=True)
+            asked.append(first.astype(np.int64))
+            expand.append(back.reshape(-1).astype(np.int64))
+        else:
+            asked.append(np.arange(len(sd.futures), dtype=np.int64))
+            expand.append(np.arange(len(sd.futures), dtype=np.int64))
+    j_ns = np.array([a.shape[0] for a in asked], dtype=np.int64)
+    per = j_ns * p_n                                    # queries per (stream, cell, draw, map)
+    fut_off = np.r_[0, np.cumsum([len(sd.futures) for sd in sds])][:-1]
+    q_row = np.repeat(np.arange(s_n * cdm), np.repeat(per, cdm))
+    q_f = q_row % cdm                                   # (cell, draw, map) combination of each query
+    q_task = np.concatenate([np.tile(np.repeat(a + o, p_n), cdm) for a, o in zip(asked, fut_off, strict=True)])
+    all_cut = np.concatenate([np.searchsorted(sd.prefixes, sd.prefix) for sd in sds])
+    all_block = np.concatenate([sd.stratum_code for sd in sds])
+    all_menu = np.concatenate([sd.menus for sd in sds])
+    q_stream = np.repeat(np.arange(s_n), per * cdm)
+    base_menu = all_menu[q_task]
+    shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
+    menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    if agent.stochastic:
+        seeds = np.concatenate([
+            np.concatenate([decision_seeds(plan, sd.name, len(sd.futures), int(c), int(m), int(d)).reshape(-1)
+                            for c, d, m in zip(cc, dd, mm, strict=True)]) for sd in sds])
+    else:
+        seeds = np.zeros(q_row.shape[0], dtype=np.uint64)
+    stream_names = tuple(sd.name for sd in sds)
+    future_names = tuple(f.task for sd in sds for f in sd.futures)
+    queries = QueryBatch(row=q_row, cut=all_cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
+                         stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names)
     got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
     if got.shape != (menu.shape[0],):
         raise AgentError(f"agent {agent.name!r} act_batch returned shape {got.shape}, expected ({menu.shape[0]},)")
@@ -243,46 +289,47 @@ def _array_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, n_bl
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
-                         f"(stream {queries.stream_names[queries.stream[q]]!r}, "
-                         f"task {queries.task_names[queries.task[q]]!r})")
-    idx = np.concatenate(q_index)
-    inv = np.stack([m.inverse.array for m in plan.maps])
-    menu_map = np.array([cell.menu_map for cell in plan.cells])
-    decoded = np.where(menu_map[idx[:, 0]], inv[idx[:, 1], got], got)
+                         f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
+    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
     results: list[np.ndarray] = []
-    pos = 0
-    for sd in sds:
-        j_n = len(sd.futures)
-        n = c_n * m_n * d_n * j_n * p_n
-        block = decoded[pos:pos + n].reshape(c_n, d_n, m_n, j_n, p_n)
-        results.append(np.ascontiguousarray(block.transpose(0, 2, 1, 4, 3)))
-        pos += n
-        tick(n)
+    start = 0
+    for j, back in zip(j_ns, expand, strict=True):
+        n = int(cdm * j * p_n)
+        blk = decoded[start:start + n].reshape(c_n, d_n, m_n, int(j), p_n).transpose(0, 2, 1, 4, 3)
+        results.append(np.ascontiguousarray(blk[..., back]))
+        start += n
+        tick(int(cdm * p_n * back.shape[0]))
     return results
 
 
 def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path: str,
               blocks: tuple[tuple[str, str], ...], tick: Callable[[int], None] | None = None) -> list[np.ndarray]:
-    """Decisions of one shard: per stream an int array (cells, maps, draws, repeats, tasks) of label codes."""
+    """Decisions of one shard: per stream an int array (cells, maps, draws, repeats, tasks) of label codes.
+
+    A pure function of the plan, the shard's streams and the agent.
+    """
     tk = tick or (lambda _n: None)
+    if path not in ("array", "reference"):
+        raise ConfigError(f"path must be 'array' or 'reference'; got {path!r}")
+    if path == "array" and agent.array is None:
+        raise ConfigError(f"agent {agent.name!r} has no array implementation; use path='reference'")
     if path == "array":
-        if agent.array is None:
-            raise ConfigError(f"agent {agent.name!r} has no array implementation; use path='reference'")
-        return _array_shard(plan, sds, agent, blocks, tk)
-    if path == "reference":
-        return [_reference_stream(plan, sd, agent, tk) for sd in sds]
-    raise ConfigError(f"path must be 'array' or 'reference'; got {path!r}")
+        return _array_shard(plan, _shard(plan, sds), agent, blocks, tk)
+    return [_reference_stream(plan, sd, agent, tk) for sd in sds]
 
 
 def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N, L) counterfactual utilities by label code (NaN off-menu) and the (N,) oracle codes."""
-    rows, oracle = [], []
+    """(N, L) counterfactual utilities by label code (NaN off-menu) and the (N,) first-maximum oracle codes."""
+    n = sum(len(sd.futures) for sd in sds)
+    util = np.full((n, n_labels), np.nan)
+    oracle = np.empty(n, dtype=np.int64)
+    i = 0
     for sd in sds:
         for j, f in enumerate(sd.futures):
-            u = np.full(n_labels, np.nan)
             menu = sd.menus[j][sd.menus[j] >= 0]
-            vals = evaluator.utilities(f)
-            u[menu] = vals
-            rows.append(u)
-            oracle.append(int(menu[int(np.argmax(vals))]))
-    return np.stack(rows), np.asarray(oracle, dtype=np.int64)
+            row = evaluator.table[(f.stream, f.task)]
+            vals = np.fromiter((row[a] for a in f.menu), dtype=np.float64, count=len(f.menu))
+            util[i, menu] = vals
+            oracle[i] = menu[int(np.argmax(vals))]
+            i += 1
+    return util, oracle

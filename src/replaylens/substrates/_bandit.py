@@ -40,9 +40,16 @@ def make_bandit(
     n_future: int = 16,
     epsilon: float = 0.3,
     noise: float = 0.15,
+    contexts: tuple[str, ...] = ("easy", "hard"),
+    held_out: tuple[str, ...] = ("shifted",),
     rng: RngLike = 20261121,
 ) -> BanditSubstrate:
-    """Draw the demo substrate (every draw from a Generator derived from ``rng``)."""
+    """Draw the demo substrate (every draw from a Generator derived from ``rng``).
+
+    ``contexts`` are the learning blocks (in slot order) and also future strata; ``held_out`` are
+    future strata without a block (they read the whole stream).  Context centres other than the
+    three built-in ones are drawn from the generator.
+    """
     seed = int(rng) if isinstance(rng, int) else None
     g = check_rng(rng)
     cols: dict[str, list[object]] = {k: [] for k in ("stream", "family", "context", "slot", "task", "key", "outcome")}
@@ -51,9 +58,11 @@ def make_bandit(
     n_arms = len(BANDIT_ARMS)
     for r in range(n_streams):
         stream = f"s{r:02d}"
-        mu = {c: np.clip(v + g.normal(0.0, 0.06, n_arms), 0.02, 0.98) for c, v in _CENTRES.items()}
+        names = tuple(dict.fromkeys(contexts + held_out))
+        centres = {c: _CENTRES[c] if c in _CENTRES else g.uniform(0.3, 0.7, n_arms) for c in names}
+        mu = {c: np.clip(v + g.normal(0.0, 0.06, n_arms), 0.02, 0.98) for c, v in centres.items()}
         slot = 0
-        for ctx in ("easy", "hard"):
+        for ctx in contexts:
             sums, counts = np.zeros(n_arms), np.zeros(n_arms)
             for t in range(slots_per_block):
                 if t < n_arms:
@@ -74,7 +83,7 @@ def make_bandit(
                 cols["key"].append(BANDIT_ARMS[a])
                 cols["outcome"].append(y)
                 slot += 1
-        for ctx in ("easy", "hard", "shifted"):
+        for ctx in names:
             for j in range(n_future):
                 tid = f"{stream}-{ctx}-future-{j:02d}"
                 tasks.append(FutureTask(stream, "bandit", ctx, tid, BANDIT_ARMS, j))

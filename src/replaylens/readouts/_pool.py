@@ -1,0 +1,74 @@
+"""Pooling exactly as the paper: tasks within a stratum, strata equally weighted, maps, then streams."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..replay import Decisions
+
+__all__ = ["StreamValues", "map_selection", "pool_tasks"]
+
+
+def pool_tasks(x: np.ndarray, dec: Decisions) -> np.ndarray:
+    """(..., N) per-task values → (..., S) per-stream values.
+
+    d̄_{r,R} = mean over the tasks of stratum R in stream r; then the strata present in the stream
+    get equal weight.  Tasks are stream-major and grouped by stratum, so groups are contiguous.
+    """
+    g = dec.stream_idx * (int(dec.stratum_idx.max()) + 1) + dec.stratum_idx
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, g.shape[0]])
+    group_means = np.add.reduceat(x.astype(np.float64), starts, axis=-1) / counts
+    gstream = dec.stream_idx[starts]
+    sstarts = np.flatnonzero(np.r_[True, gstream[1:] != gstream[:-1]])
+    scounts = np.diff(np.r_[sstarts, gstream.shape[0]])
+    return np.add.reduceat(group_means, sstarts, axis=-1) / scounts
+
+
+def map_selection(dec: Decisions, maps: str | Sequence[int]) -> np.ndarray:
+    """Map indices: ``nonidentity`` (all but id), ``identity`` ([0]), ``all``, or explicit indices."""
+    n = len(dec.plan.maps)
+    if isinstance(maps, str):
+        if maps == "nonidentity":
+            sel = np.arange(1, n)
+        elif maps == "identity":
+            sel = np.array([0])
+        elif maps == "all":
+            sel = np.arange(n)
+        else:
+            raise ValueError(f"unknown map selection {maps!r}")
+    else:
+        sel = np.asarray(list(maps), dtype=np.int64)
+    if sel.size == 0:
+        raise ValueError("this readout needs at least one non-identity map in the replay plan")
+    return sel
+
+
+@dataclass(frozen=True, eq=False)
+class StreamValues:
+    """A readout pooled to one value per stream c_r (the cluster summary), plus its per-map detail.
+
+    ``by_map[k, r]`` is the stratum-pooled value under map ``maps[k]`` (draws and repeats averaged);
+    ``values[r]`` averages those maps; ``estimate`` averages the streams.
+    """
+
+    name: str
+    cell: str
+    values: np.ndarray
+    by_map: np.ndarray
+    maps: tuple[str, ...]
+
+    @property
+    def estimate(self) -> float:
+        return float(self.values.mean())
+
+    @property
+    def n_streams(self) -> int:
+        return int(self.values.shape[0])
+
+    def map_estimates(self) -> dict[str, float]:
+        """Pooled value under each map (mean over streams)."""
+        return {m: float(v) for m, v in zip(self.maps, self.by_map.mean(axis=1), strict=True)}

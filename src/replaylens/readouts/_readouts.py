@@ -1,0 +1,245 @@
+"""Action and consequence readouts (paper notation) computed from replay decisions.
+
+All functions return :class:`StreamValues` (one pooled value per stream, ready for the
+stream-cluster bootstrap) unless stated otherwise.  Orientation follows the paper:
+
+* d(a, b) = mean 1[a(x) ≠ b(x)];
+* A_q(ρ) = d(a_q^ρ, a_q^id)  (within-cell rekey response; A_rekey = A_aligned over the derangements);
+* D_A^q(ρ) = d(a_q^ρ, a_aligned^ρ)  (direct contrast; consistent renaming compares with aligned at id);
+* U_q(ρ), O_q(ρ) mean utility and oracle agreement; ΔU_q = U_q − U_aligned, ΔO_q = O_q − O_aligned;
+* δ_U^q(ρ) = U_q(id) − U_q(ρ), δ_A^q(ρ) = A_q(ρ), δ_O^q(ρ) = O_q(ρ) − O_q(id);
+* Γ_y^q = ⟨δ_y^aligned − δ_y^q⟩, Π_y^{P−V} = ⟨δ_y^pair − δ_y^value⟩, P_y = δ^pair − δ^aligned,
+  E_y = δ^value − δ^key_slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..replay import Decisions
+from ._pool import StreamValues, map_selection, pool_tasks
+
+__all__ = [
+    "UtilityDecomposition",
+    "a_rekey",
+    "action_response",
+    "delta",
+    "delta_o_direct",
+    "delta_u_direct",
+    "direct_action_contrast",
+    "disagreement",
+    "gamma",
+    "mean_utility",
+    "oracle_agreement",
+    "pair_residual",
+    "pi_pair_minus_value",
+    "t_gr",
+    "utility_decomposition",
+    "value_time_contrast",
+]
+
+MapSel = str | Sequence[int]
+
+
+def disagreement(a: np.ndarray, b: np.ndarray) -> float:
+    """d(a, b) = (1/|X⁺|) Σ_x 1[a(x) ≠ b(x)]."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("d(a, b) needs two non-empty action arrays of the same shape")
+    return float(np.mean(a != b))
+
+
+def _finish(name: str, cell: str, dec: Decisions, per_map_task: np.ndarray, sel: np.ndarray) -> StreamValues:
+    """per_map_task: (M', D, P, N) → pool tasks/strata, average draws and repeats, then maps."""
+    pooled = pool_tasks(per_map_task, dec).mean(axis=(1, 2))  # (M', S)
+    names = tuple(dec.plan.map_names[int(i)] for i in sel)
+    return StreamValues(name, cell, pooled.mean(axis=0), pooled, names)
+
+
+def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonidentity") -> StreamValues:
+    """A_q(ρ) = d(a_q^ρ, a_q^id): the rekey response inside cell q (same σ)."""
+    c = dec.cell_index(cell)
+    sel = map_selection(dec, maps)
+    a = dec.actions[c]
+    return _finish(f"A_{cell}", cell, dec, (a[sel] != a[0][None]).astype(np.float64), sel)
+
+
+def a_rekey(dec: Decisions) -> StreamValues:
+    """A_rekey: A_aligned(ρ) averaged over the non-identity maps (the nine derangements for 4 labels)."""
+    sv = action_response(dec, "aligned", "nonidentity")
+    return StreamValues("A_rekey", "aligned", sv.values, sv.by_map, sv.maps)
+
+
+def _baseline(dec: Decisions, cell: str, sel: np.ndarray) -> np.ndarray:
+    """Aligned actions each (cell, map) is compared with: same map, or identity for consistent renaming."""
+    a0 = dec.actions[0]
+    cobj = dec.plan.cells[dec.cell_index(cell)]
+    return np.broadcast_to(a0[0], a0[sel].shape) if cobj.baseline == "identity" else a0[sel]
+
+
+def _default_direct_maps(dec: Decisions, cell: str) -> MapSel:
+    cobj = dec.plan.cells[dec.cell_index(cell)]
+    return "nonidentity" if cobj.baseline == "identity" else "identity"
+
+
+def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None) -> StreamValues:
+    """D_A^q(ρ) = d(a_q^ρ, a_aligned^ρ); for consistent renaming d(a_rename^ρ, a_aligned^id).
+
+    Default maps: ρ = id for history cells, the non-identity maps for consistent renaming.
+    """
+    sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
+    a = dec.actions[dec.cell_index(cell)][sel]
+    return _finish(f"D_A^{cell}", cell, dec, (a != _baseline(dec, cell, sel)).astype(np.float64), sel)
+
+
+def _readout(dec: Decisions, y: str) -> np.ndarray:
+    if y == "U":
+        return dec.chosen_utility()
+    if y == "O":
+        return dec.correct().astype(np.float64)
+    if y == "A":
+        raise ValueError("use action_response / direct_action_contrast for y = A")
+    raise ValueError(f"readout y must be 'U', 'A' or 'O'; got {y!r}")
+
+
+def mean_utility(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
+    """U_q(ρ) = mean over x of g̃(x, a_q^ρ(x))."""
+    sel = map_selection(dec, maps)
+    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U")[dec.cell_index(cell)][sel], sel)
+
+
+def oracle_agreement(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
+    """O_q(ρ) = mean over x of 1[a_q^ρ(x) = a*(x)]."""
+    sel = map_selection(dec, maps)
+    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O")[dec.cell_index(cell)][sel], sel)
+
+
+def _direct(dec: Decisions, y: str, cell: str, maps: MapSel | None) -> StreamValues:
+    sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
+    r = _readout(dec, y)
+    cobj = dec.plan.cells[dec.cell_index(cell)]
+    base = np.broadcast_to(r[0][0], r[0][sel].shape) if cobj.baseline == "identity" else r[0][sel]
+    return _finish(f"Δ{y}_{cell}", cell, dec, r[dec.cell_index(cell)][sel] - base, sel)
+
+
+def delta_u_direct(dec: Decisions, cell: str, maps: MapSel | None = None) -> StreamValues:
+    """ΔU_q(ρ) = U_q(ρ) − U_aligned(ρ) (positive: higher utility under the cell)."""
+    return _direct(dec, "U", cell, maps)
+
+
+def delta_o_direct(dec: Decisions, cell: str, maps: MapSel | None = None) -> StreamValues:
+    """ΔO_q(ρ) = O_q(ρ) − O_aligned(ρ)."""
+    return _direct(dec, "O", cell, maps)
+
+
+def delta(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> StreamValues:
+    """Structural orientation δ_y^q(ρ): U: U_q(id) − U_q(ρ); A: A_q(ρ); O: O_q(ρ) − O_q(id)."""
+    sel = map_selection(dec, maps)
+    c = dec.cell_index(cell)
+    if y == "A":
+        a = dec.actions[c]
+        per = (a[sel] != a[0][None]).astype(np.float64)
+    elif y == "U":
+        u = _readout(dec, "U")[c]
+        per = u[0][None] - u[sel]
+    elif y == "O":
+        o = _readout(dec, "O")[c]
+        per = o[sel] - o[0][None]
+    else:
+        raise ValueError(f"y must be 'U', 'A' or 'O'; got {y!r}")
+    return _finish(f"δ_{y}^{cell}", cell, dec, per, sel)
+
+
+def _difference(name: str, cell: str, a: StreamValues, b: StreamValues) -> StreamValues:
+    return StreamValues(name, cell, a.values - b.values, a.by_map - b.by_map, a.maps)
+
+
+def gamma(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> StreamValues:
+    """Γ_y^q = ⟨δ_y^aligned − δ_y^q⟩ (aligned minus cell interaction, at the realized σ*)."""
+    return _difference(f"Γ_{y}^{cell}", cell, delta(dec, y, "aligned", maps), delta(dec, y, cell, maps))
+
+
+def pi_pair_minus_value(dec: Decisions, y: str, maps: MapSel = "nonidentity") -> StreamValues:
+    """Π_y^{P−V} = ⟨δ_y^pair − δ_y^value⟩."""
+    return _difference(f"Π_{y}^(P-V)", "pair", delta(dec, y, "pair", maps), delta(dec, y, "value", maps))
+
+
+def pair_residual(dec: Decisions, y: str, maps: MapSel = "nonidentity") -> StreamValues:
+    """P_y = δ_y^pair − δ_y^aligned (= −Γ_y^pair per unit)."""
+    return _difference(f"P_{y}", "pair", delta(dec, y, "pair", maps), delta(dec, y, "aligned", maps))
+
+
+def value_time_contrast(dec: Decisions, y: str, maps: MapSel = "nonidentity") -> StreamValues:
+    """E_y = δ_y^value − δ_y^key_slot (the diagonal value–time contrast)."""
+    return _difference(f"E_{y}", "value", delta(dec, y, "value", maps), delta(dec, y, "key_slot", maps))
+
+
+def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "identity") -> StreamValues:
+    """Repeat-corrected disagreement T_gr(c, e) for stochastic policies (needs ≥ 2 repeats).
+
+    T_gr = mean_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_{j∈{c,e}} mean_{r<s} 1[Y_jr ≠ Y_js]; with two repeats this is
+    ¼ Σ_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_j 1[Y_j1 ≠ Y_j2].  E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))² ≥ 0; estimates are
+    reported unclipped.  Computed per decision unit, averaged within streams, then over streams.
+    """
+    p = dec.plan.repeats
+    if p < 2:
+        raise ValueError("T_gr needs at least two fresh repeats per cell (plan repeats >= 2)")
+    sel = map_selection(dec, maps)
+    yc = dec.actions[dec.cell_index(cell)][sel]      # (M', D, P, N)
+    cobj = dec.plan.cells[dec.cell_index(cell)]
+    ye = dec.actions[dec.cell_index(reference)]
+    ye = np.broadcast_to(ye[0], ye[sel].shape) if cobj.baseline == "identity" and reference == "aligned" \
+        else ye[sel]
+    cross = np.mean([(yc[:, :, r] != ye[:, :, s]) for r in range(p) for s in range(p)], axis=0)
+    pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
+    wc = np.mean([(yc[:, :, r] != yc[:, :, s]) for r, s in pairs], axis=0)
+    we = np.mean([(ye[:, :, r] != ye[:, :, s]) for r, s in pairs], axis=0)
+    per = (cross - 0.5 * (wc + we))[:, :, None, :]  # (M', D, 1, N)
+    return _finish(f"T_gr({cell},{reference})", cell, dec, per, sel)
+
+
+@dataclass(frozen=True)
+class UtilityDecomposition:
+    """Utility consequences of the action switches between a cell and aligned (per-stream values).
+
+    ``net`` = mean ΔU over all tasks; ``absolute`` = mean |ΔU|; ``switch_rate`` = share of tasks whose
+    action changed; ``conditional`` = mean ΔU over switched tasks; ``harm``/``tie``/``gain`` = shares of
+    switches with ΔU < 0, = 0, > 0 (pooled over every switch of the stream).
+    """
+
+    cell: str
+    net: StreamValues
+    absolute: StreamValues
+    switch_rate: StreamValues
+    conditional: float
+    harm: float
+    tie: float
+    gain: float
+    n_switches: int
+
+
+def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None) -> UtilityDecomposition:
+    """Net, absolute and switch-conditional utility change of ``cell`` against its aligned baseline."""
+    sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
+    u = dec.chosen_utility()
+    c = dec.cell_index(cell)
+    cobj = dec.plan.cells[c]
+    base_u = np.broadcast_to(u[0][0], u[0][sel].shape) if cobj.baseline == "identity" else u[0][sel]
+    du = u[c][sel] - base_u
+    sw = (dec.actions[c][sel] != _baseline(dec, cell, sel))
+    du_sw = du[sw]
+    n = int(du_sw.size)
+    return UtilityDecomposition(
+        cell=cell,
+        net=_finish(f"ΔU_{cell}", cell, dec, du, sel),
+        absolute=_finish(f"|ΔU|_{cell}", cell, dec, np.abs(du), sel),
+        switch_rate=_finish(f"switch_{cell}", cell, dec, sw.astype(np.float64), sel),
+        conditional=float(du_sw.mean()) if n else 0.0,
+        harm=float((du_sw < 0).mean()) if n else 0.0,
+        tie=float((du_sw == 0).mean()) if n else 0.0,
+        gain=float((du_sw > 0).mean()) if n else 0.0,
+        n_switches=n,
+    )
