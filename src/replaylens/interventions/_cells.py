@@ -203,7 +203,7 @@ def transform_batch(
         return ident if role == ID else perms[role]
 
     ks, os_, ts = src(cell.key_from), src(cell.outcome_from), src(cell.task_from)
-    m_n, n_lab = maps.shape
+    _m_n, n_lab = maps.shape
     hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
     moved = np.take_along_axis(codes, ks, axis=1)
     keys = np.where(pad[:, None, :], -1, hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2))

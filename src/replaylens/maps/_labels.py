@@ -143,7 +143,9 @@ def parse_map(text: str, labels: Sequence[str]) -> LabelMap:
     raise ConfigError(f"cannot parse label map {text!r} for the {n} labels {list(labels)}")
 
 
-def resolve_maps(spec: str | Sequence[str], labels: Sequence[str], *, include_identity: bool = True) -> tuple[LabelMap, ...]:
+def resolve_maps(
+    spec: str | Sequence[str], labels: Sequence[str], *, include_identity: bool = True
+) -> tuple[LabelMap, ...]:
     """Resolve a map-set spec: ``derangements``, ``involutions``, ``cyclic``, ``all`` or explicit maps.
 
     Several specs may be joined with ``+`` or given as a sequence.  The identity comes first

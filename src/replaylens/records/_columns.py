@@ -34,7 +34,8 @@ def infer_format(path: Path, fmt: str | None) -> str:
         return "csv"
     if suffix in (".parquet", ".pq"):
         return "parquet"
-    raise InputError(str(path), None, None, f"cannot tell the format from suffix {suffix!r}; use .jsonl, .csv or .parquet")
+    raise InputError(str(path), None, None,
+                     f"cannot tell the format from suffix {suffix!r}; use .jsonl, .csv or .parquet")
 
 
 @dataclass
@@ -155,7 +156,7 @@ class Field:
         v = self.get(i, name, required)
         if v is None:
             return None
-        if isinstance(v, bool) or isinstance(v, (dict, list)):
+        if isinstance(v, (bool, dict, list)):
             raise self.err(i, name, f"expected a string, got {json.dumps(v)}")
         if isinstance(v, float) and not math.isfinite(v):
             raise self.err(i, name, f"expected a string, got {v}")

@@ -96,7 +96,7 @@ def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) ->
     return out
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
+def _splitmix(x: np.ndarray | np.integer) -> np.ndarray:
     x = np.asarray(x, dtype=np.uint64)
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)

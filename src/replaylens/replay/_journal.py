@@ -67,11 +67,11 @@ class Journal:
 
     def load(self, shard: int) -> list[np.ndarray]:
         with np.load(self.root / f"shard-{shard:05d}.npz") as z:
-            return [z[f"s{i}"] for i in range(len(z.files))]
+            return [z[f"arr_{i}"] for i in range(len(z.files))]
 
     def record(self, shard: int, streams: list[str], arrays: list[np.ndarray]) -> None:
         buf = io.BytesIO()
-        np.savez(buf, **{f"s{i}": a for i, a in enumerate(arrays)})
+        np.savez(buf, *arrays)
         data = buf.getvalue()
         _fsync_write(self.root / f"shard-{shard:05d}.npz", data)
         line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})
