@@ -39,6 +39,8 @@ __all__ = [
 
 State = Mapping[tuple[str, str], Mapping[str, float]]
 
+ALL_RELATIONS = ("value", "pair", "key_slot", "mask", "reorder", "rename", "rekey")
+
 
 def _c(u: np.ndarray | float) -> np.ndarray:
     """c(u) = u − ½, with masked (NaN) outcomes contributing 0."""
@@ -95,6 +97,7 @@ class BlockLinearWriter:
     tie_rule: TieRule = TieRule.FIRST_CANONICAL
     name: str = "block-linear"
     params: Mapping[str, Any] = field(default_factory=dict)
+    invariant_to: tuple[str, ...] = ("rename",)
 
     @property
     def commutative(self) -> bool:
@@ -159,7 +162,7 @@ class BlockLinearWriter:
         return choose_batch(scores, queries.menu, self.tie_rule, records.labels)
 
     def agent(self) -> Agent:
-        return Agent(self.name, self, self, array=self, task_invariant=True,
+        return Agent(self.name, self, self, array=self, task_invariant=True, invariant_to=self.invariant_to,
                      spec={"name": self.name, **self.params})
 
 
@@ -177,22 +180,25 @@ def _order_inc(u: np.ndarray) -> np.ndarray:
 
 def invariant_agent(alpha: float = 1.0) -> Agent:
     """Replay-invariant law s ← s + α c(u) 𝟏 (outcome-only nuisance): every cell leaves actions unchanged."""
-    return BlockLinearWriter(_scaled_c(alpha), all_keys=True, name="invariant", params={"alpha": alpha}).agent()
+    return BlockLinearWriter(_scaled_c(alpha), all_keys=True, name="invariant", params={"alpha": alpha},
+                             invariant_to=ALL_RELATIONS).agent()
 
 
 def key_only_agent(alpha: float = 1.0) -> Agent:
     """Key-only (count) law s ← s + α e_ℓ."""
-    return BlockLinearWriter(_const(alpha), name="key-only", params={"alpha": alpha}).agent()
+    return BlockLinearWriter(_const(alpha), name="key-only", params={"alpha": alpha},
+                             invariant_to=("value", "pair", "key_slot", "mask", "reorder", "rename")).agent()
 
 
 def commutative_agent(alpha: float = 1.0) -> Agent:
     """Commutative-pairing law s ← s + α c(u) e_ℓ (pair transport leaves it exactly unchanged)."""
-    return BlockLinearWriter(_scaled_c(alpha), name="commutative", params={"alpha": alpha}).agent()
+    return BlockLinearWriter(_scaled_c(alpha), name="commutative", params={"alpha": alpha},
+                             invariant_to=("pair", "reorder", "rename")).agent()
 
 
 def relation_agent() -> Agent:
     """The endpoint-witness relation writer: s_a ← s_a + (u − ½)·1[ℓ = a], first-canonical argmax."""
-    return BlockLinearWriter(_scaled_c(1.0), name="relation").agent()
+    return BlockLinearWriter(_scaled_c(1.0), name="relation", invariant_to=("pair", "reorder", "rename")).agent()
 
 
 def order_sensitive_agent(d: float = 0.2) -> Agent:
@@ -230,4 +236,5 @@ class SupportLookup:
         return out
 
     def agent(self) -> Agent:
-        return Agent(self.name, self, self, array=self, spec={"name": self.name})
+        return Agent(self.name, self, self, array=self, invariant_to=(*ALL_RELATIONS[:-2], "rekey"),
+                     spec={"name": self.name})

@@ -177,6 +177,7 @@ class Namespace:
 class Agent:
     """A writer and its policy, plus an optional array implementation and a rebuildable spec.
 
+    ``invariant_to`` lists the relations the agent declares it ignores (checked by ``check-writer``);
     ``task_invariant`` declares that the policy reads a future task only through its stratum and
     menu (the paper's reduced query x̃ = (family, context)); the array path then asks one
     representative task per (history, prefix, stratum, menu).  The reference path always asks
@@ -189,6 +190,9 @@ class Agent:
     array: ArrayAgent | None = None
     stochastic: bool = False
     task_invariant: bool = False
+    invariant_to: tuple[str, ...] = ()
+    """Cells (and ``rekey``) under which the agent declares its decisions unchanged; checked by
+    :func:`replaylens.testing.check_writer`."""
     namespace: Namespace = field(default_factory=Namespace)
     spec: Mapping[str, Any] = field(default_factory=dict)
 

@@ -120,7 +120,9 @@ class ReferenceRule:
         return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
 
     def agent(self) -> Agent:
-        return Agent(self.rule, self, self, array=self, task_invariant=True, spec={"name": self.rule})
+        inv = ("value", "mask", "rename") if self.rule in ("count", "latest") else ("rename",)
+        return Agent(self.rule, self, self, array=self, task_invariant=True, invariant_to=inv,
+                     spec={"name": self.rule})
 
 
 def reference_agent(rule: str) -> Agent:

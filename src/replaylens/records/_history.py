@@ -169,7 +169,7 @@ class History:
         dup = np.flatnonzero((s2[1:] == s2[:-1]) & (l2[1:] == l2[:-1]))
         if dup.size:
             j = int(perm[dup[0] + 1])
-            raise lin.err(j, "slot", f"duplicate slot {sl_i[j]} in stream {st[j]!r}")
+            raise lin.err(j, "slot", f"duplicate slot {int(sl_i[j])} in stream {str(st[j])!r}")
         seen: dict[tuple[str, str], int] = {}
         for j in np.flatnonzero(eid != "").tolist():
             k = (str(st[j]), str(eid[j]))

@@ -108,8 +108,8 @@ def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
                               json.loads(meta) if meta else None))
     # canonical order: stream first appearance, then stratum first appearance within it, then index
     s_rank = {s: i for i, s in enumerate(dict.fromkeys(x.stream for x in out))}
-    r_rank = {r: i for i, r in enumerate(dict.fromkeys(x.stratum for x in out))}
-    out.sort(key=lambda x: (s_rank[x.stream], r_rank[x.stratum], x.index))
+    r_rank = {r: i for i, r in enumerate(dict.fromkeys((x.stream, x.stratum) for x in out))}
+    out.sort(key=lambda x: (s_rank[x.stream], r_rank[(x.stream, x.stratum)], x.index))
     return FutureTasks(tuple(out), source=source)
 
 
@@ -243,7 +243,8 @@ def _write_rows(rows: list[dict[str, Any]], fields: Sequence[str], path: Path, f
             for k in ("metadata",):
                 if k in cols:
                     cols[k] = [None if v is None else json.dumps(v, sort_keys=True) for v in cols[k]]
-            cols = {k: v for k, v in cols.items() if any(x is not None for x in v) or k in fields[:5]}
+            cols = {k: v for k, v in cols.items()
+                    if any(x is not None for x in v) or k in fields[:5] or k in HISTORY_REQUIRED}
             pq.write_table(pa.table(cols), tmp)
 
     _atomic_write(path, write)

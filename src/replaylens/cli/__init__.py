@@ -1,0 +1,5 @@
+"""Command-line interface (``replaylens``)."""
+
+from ._main import main
+
+__all__ = ["main"]

@@ -1,0 +1,326 @@
+"""``replaylens`` commands: demo, audit, validate, check-writer, reproduce.
+
+Every error a user can cause (bad input, bad option) prints one line to stderr and exits with
+status 2; no partial results are written.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import ReplayLensError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _user_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReplayLensError as exc:
+            msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
+            click.echo(f"replaylens: error: {msg}", err=True)
+            sys.exit(2)
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="replaylens")
+def cli() -> None:
+    """Audit how an agent uses its logged experience by replaying transformed histories."""
+
+
+# ------------------------------------------------------------------ shared audit runner
+
+
+def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
+               command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
+               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .. import __version__
+    from ..replay import plan_replay, replay
+    from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
+    from ..report._audit import AuditResult, summarize
+
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    console = Console(stderr=True, quiet=quiet)
+    with Progress(TextColumn("[bold]replay[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("decisions"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("replay", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=str(out / "journal"),
+                     journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)},
+                     progress=progress)
+    rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
+    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
+    files = []
+    for role, p in inputs:
+        if p is not None:
+            fp = {"history": history, "futures": futures, "utilities": evaluator}[role].fingerprint()
+            files.append(InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=fp))
+    manifest = RunManifest(tool_version=__version__, git_revision=git_revision(), command=command,
+                           arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
+                           plan=plan.to_dict(), seeds={"root": seed, "slot_draws": [d.to_dict() for d in plan.draws],
+                                                       "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
+                           packages=package_versions())
+    write_results(result, manifest, out)
+    _print_summary(result, out, quiet)
+    return result
+
+
+def _print_summary(result: Any, out: Path, quiet: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = result.summary()
+    lv = f"{100 * s['level']:g}%"
+    table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "
+                        f"tasks, {len(s['maps'])} maps)")
+    table.add_column("cell")
+    table.add_column(f"action response [{lv}]", justify="right")
+    table.add_column(f"ΔU [{lv}]", justify="right")
+    table.add_column(f"ΔO [{lv}]", justify="right")
+    for r in s["rows"]:
+        a, u, o = r["action_ci"], r["delta_utility_ci"], r["delta_oracle_ci"]
+        table.add_row(r["cell"], f"{100 * r['action']:.1f}% [{100 * a[0]:.1f}, {100 * a[1]:.1f}]",
+                      f"{r['delta_utility']:+.4f} [{u[0]:+.4f}, {u[1]:+.4f}]",
+                      f"{100 * r['delta_oracle']:+.1f}pp [{100 * o[0]:+.1f}, {100 * o[1]:+.1f}]")
+    if not quiet:
+        console.print(table)
+    for v in result.verdicts():
+        click.echo(v)
+    if not quiet:
+        click.echo(f"wrote {out}/report.md, summary.json, decisions.parquet, manifest.json, forest.png")
+
+
+_audit_options = [
+    click.option("--cells", default="value,pair,key_slot,mask,reorder,rename", show_default=True,
+                 help="Cells to replay besides aligned (comma list, or 'all')."),
+    click.option("--maps", default=None,
+                 help="Label maps: derangements, involutions, cyclic, all, or explicit (ACMR, 1,0,3,2, JSON), "
+                      "joined with '+'. Default: all derangements for <= 5 labels, else cyclic shifts."),
+    click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Root seed (recorded)."),
+    click.option("--draws", default=1, show_default=True, type=click.IntRange(min=1), help="Slot draws σ."),
+    click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr)."),
+    click.option("--resamples", default=20_000, show_default=True, type=click.IntRange(min=1),
+                 help="Stream-cluster bootstrap draws."),
+    click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.9999),
+                 help="Interval level."),
+    click.option("--path", "path_", default="auto", show_default=True,
+                 type=click.Choice(["auto", "array", "reference"]), help="Replay path."),
+    click.option("--quiet", is_flag=True, help="Print only the verdict lines."),
+]
+
+
+def _with_audit_options(fn: F) -> F:
+    for opt in reversed(_audit_options):
+        fn = opt(fn)
+    return fn
+
+
+@cli.command()
+@click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="History file (JSONL, CSV or Parquet).")
+@click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Future task file.")
+@click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Counterfactual utility table (the evaluator).")
+@click.option("--agent", "agent_spec", required=True,
+              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory.")
+@click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
+@_with_audit_options
+@_user_errors
+def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
+          out: Path, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
+          level: float, path_: str, quiet: bool) -> None:
+    """Audit an agent on a history, future tasks and a utility table."""
+    from ..agents import load_agent
+    from ..records import check_inputs, read_evaluator, read_futures, read_history
+
+    params = _parse_params(agent_param)
+    history = read_history(history_path)
+    futures = read_futures(future_path)
+    evaluator = read_evaluator(util_path)
+    check_inputs(history, futures, evaluator)
+    agent = load_agent(agent_spec, params)
+    args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
+            "agent": agent_spec, "agent_params": params, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
+            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+    _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
+               inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
+               command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+
+
+def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:
+    from ..errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--agent-param must look like KEY=JSON; got {item!r}")
+        try:
+            out[key] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key] = val
+    return out
+
+
+@cli.command()
+@click.option("--out", default="replaylens-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--agent", "agent_spec", default="mean", show_default=True,
+              help="Agent to audit on the built-in bandit (a built-in name or module:factory).")
+@click.option("--streams", default=16, show_default=True, type=click.IntRange(min=2))
+@_with_audit_options
+@_user_errors
+def demo(out: Path, agent_spec: str, streams: int, cells: str, maps: str | None, seed: int, draws: int,
+         repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+    """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
+    from ..agents import load_agent
+    from ..records import write_evaluator, write_futures, write_history
+    from ..substrates import make_bandit
+
+    sub = make_bandit(n_streams=streams)
+    inputs = out / "inputs"
+    hp = write_history(sub.history, inputs / "history.jsonl")
+    fp = write_futures(sub.futures, inputs / "future.jsonl")
+    up = write_evaluator(sub.evaluator, inputs / "utilities.jsonl")
+    agent = load_agent(agent_spec)
+    if not quiet:
+        click.echo(f"demo: auditing the scripted '{agent.name}' agent on the built-in 4-arm bandit "
+                   f"({streams} streams); inputs in {inputs}")
+    args = {"agent": agent_spec, "streams": streams, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
+            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+    _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
+               inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
+               arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+
+
+@cli.command()
+@click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--future", "future_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--utilities", "util_path", type=click.Path(dir_okay=False, path_type=Path))
+@_user_errors
+def validate(history_path: Path, future_path: Path | None, util_path: Path | None) -> None:
+    """Validate input files (exit 2 with FILE:LINE: field 'F': message on the first problem)."""
+    from ..records import check_inputs, read_evaluator, read_futures, read_history
+
+    h = read_history(history_path)
+    f = read_futures(future_path) if future_path else None
+    e = read_evaluator(util_path) if util_path else None
+    if f is not None:
+        check_inputs(h, f, e)
+    click.echo(f"ok: {len(h)} records in {len(h.streams)} streams" +
+               (f"; {len(f)} future tasks" if f is not None else "") + ("; utilities cover every menu" if e else ""))
+
+
+@cli.command("check-writer")
+@click.argument("agent_spec")
+@click.option("--agent-param", multiple=True, metavar="KEY=JSON")
+@click.option("--streams", default=8, show_default=True, type=click.IntRange(min=2))
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@_user_errors
+def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int, seed: int) -> None:
+    """Conformance kit: which relations does a writer/policy depend on, and do its declared invariances hold?"""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..agents import load_agent
+    from ..testing import check_writer
+
+    agent = load_agent(agent_spec, _parse_params(agent_param))
+    rep = check_writer(agent, n_streams=streams, seed=seed)
+    table = Table(title=f"check-writer: {rep.agent}")
+    for col in ("relation", "what it changes", "response", "changed decisions", "status"):
+        table.add_column(col)
+    for r in rep.relations:
+        table.add_row(r.relation, r.description, f"{100 * r.response:.1f}%", f"{r.changed}/{r.decisions}", r.status)
+    Console().print(table)
+    for c in rep.checks:
+        click.echo(f"[{'pass' if c.passed else 'FAIL'}] {c.name}: {c.detail}")
+    deps = rep.depends_on()
+    click.echo(f"{rep.agent} depends on: {', '.join(deps) if deps else 'none of the replayed relations'}")
+    if not rep.passed:
+        click.echo("check-writer: FAILED", err=True)
+        sys.exit(1)
+    click.echo("check-writer: passed")
+
+
+@cli.command()
+@click.argument("name", required=False)
+@click.option("--list", "list_", is_flag=True, help="List the registered reproductions.")
+@click.option("--all", "all_", is_flag=True, help="Run every reproduction.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per compared cell.")
+@_user_errors
+def reproduce(name: str | None, list_: bool, all_: bool, as_json: bool) -> None:
+    """Run a paper reproduction: the paper's value next to ours, with the status of each comparison."""
+    from ..errors import ConfigError
+    from ..reproduce import all_reproductions, get_reproduction
+
+    regs = all_reproductions()
+    if list_:
+        for r in regs.values():
+            click.echo(f"{r.name:32s} {r.title}")
+        return
+    if all_:
+        names = list(regs)
+    elif name:
+        names = [get_reproduction(name).name]
+    else:
+        raise ConfigError("give a reproduction NAME, --all or --list")
+    n_diff = 0
+    for nm in names:
+        rows = get_reproduction(nm).run()
+        for row in rows:
+            n_diff += row.status == "differs"
+            if as_json:
+                click.echo(json.dumps({"reproduction": nm, **row.to_dict()}))
+        if not as_json:
+            _print_rows(nm, rows)
+    if not as_json:
+        click.echo(f"{n_diff} comparison(s) differ from the paper" if n_diff else "all comparisons match or are n/a")
+
+
+def _print_rows(name: str, rows: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=name)
+    for col in ("table", "row", "column", "paper", "ours", "tol", "status"):
+        t.add_column(col)
+
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+
+    for r in rows:
+        style = {"match": "green", "differs": "red"}.get(r.status, "yellow")
+        t.add_row(r.table, r.row, r.column, f(r.paper), f(r.ours), f(r.tolerance), f"[{style}]{r.status}[/]")
+    Console().print(t)
+    notes = sorted({r.note for r in rows if r.note})
+    for n in notes:
+        click.echo(f"note: {n}")
+
+
+def main() -> None:
+    """Entry point of the ``replaylens`` console script."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    cli(prog_name="replaylens")

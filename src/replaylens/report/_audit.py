@@ -1,0 +1,211 @@
+"""The audit: replay every cell, read out decision and utility responses, attach stream-cluster inference.
+
+For each cell q of the plan (besides aligned) the summary reports, pooled tasks → strata → maps →
+streams (paper hierarchy):
+
+* the action response D_A^q (or the repeat-corrected T_gr when the plan has ≥ 2 repeats),
+* the paired utility contrast ΔU_q and oracle contrast ΔO_q,
+
+each with a stream-cluster percentile bootstrap interval (one paired resampling for the three),
+and a two-sided cluster sign-flip test for ΔU and ΔO.  History cells compare with aligned at ρ = id;
+consistent renaming compares the renamed replay at each non-identity ρ with aligned at id.  With
+non-identity maps the summary adds the history-only rekey row (A_rekey, with mapped − identity
+utility and oracle contrasts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..agents import Agent
+from ..inference import BootstrapResult, SignFlipResult, cluster_bootstrap, sign_flip_test
+from ..maps import SlotSpec
+from ..readouts import (
+    StreamValues,
+    a_rekey,
+    delta,
+    delta_o_direct,
+    delta_u_direct,
+    direct_action_contrast,
+    t_gr,
+)
+from ..records import Evaluator, FutureTasks, History
+from ..replay import Decisions, plan_replay, replay
+from ..rng import derive_seed
+
+__all__ = ["AuditResult", "CellSummary", "audit", "summarize"]
+
+REKEY_MIGRATION = "renaming identifiers in the history only"
+
+
+@dataclass(frozen=True, eq=False)
+class CellSummary:
+    """One row of the audit summary: a cell's action response and its consequences, with inference."""
+
+    cell: str
+    migration: str
+    action_name: str
+    action: StreamValues
+    utility: StreamValues
+    oracle: StreamValues
+    interval: BootstrapResult           # paired (action, ΔU, ΔO) columns
+    utility_test: SignFlipResult
+    oracle_test: SignFlipResult
+    n_decisions: int
+    n_changed: int
+
+    def _ci(self, j: int) -> list[float]:
+        return [float(np.asarray(self.interval.low)[j]), float(np.asarray(self.interval.high)[j])]
+
+    def verdict(self) -> str:
+        """One plain line: does this migration operation change decisions?"""
+        lo, hi = self._ci(0)
+        if self.n_changed == 0:
+            return f"{self.migration}: no change detected (0 of {self.n_decisions} decisions changed)"
+        return (f"{self.migration}: changes decisions on {100 * self.action.estimate:.1f}% of tasks "
+                f"[{100 * lo:.1f}, {100 * hi:.1f}] ({self.n_changed} of {self.n_decisions} decisions; "
+                f"utility {self.utility.estimate:+.4f})")
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.interval
+        return {
+            "cell": self.cell, "migration": self.migration, "action_readout": self.action_name,
+            "action": self.action.estimate, "action_ci": self._ci(0),
+            "delta_utility": self.utility.estimate, "delta_utility_ci": self._ci(1),
+            "delta_utility_p": self.utility_test.pvalue,
+            "delta_oracle": self.oracle.estimate, "delta_oracle_ci": self._ci(2),
+            "delta_oracle_p": self.oracle_test.pvalue,
+            "level": iv.level, "n_streams": iv.n_clusters, "n_resamples": iv.n_resamples,
+            "n_decisions": self.n_decisions, "n_changed": self.n_changed,
+            "per_stream": {"action": self.action.values.tolist(), "delta_utility": self.utility.values.tolist(),
+                           "delta_oracle": self.oracle.values.tolist()},
+            "by_map": {"action": self.action.map_estimates(), "delta_utility": self.utility.map_estimates(),
+                       "delta_oracle": self.oracle.map_estimates()},
+            "verdict": self.verdict(),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class AuditResult:
+    """Decisions, per-cell summaries (with their bootstrap distributions) and the settings used."""
+
+    decisions: Decisions
+    rows: tuple[CellSummary, ...]
+    seed: int
+    n_resamples: int
+    level: float
+    agent: Agent
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, cell: str) -> CellSummary:
+        for r in self.rows:
+            if r.cell == cell:
+                return r
+        raise KeyError(cell)
+
+    def verdicts(self) -> list[str]:
+        return [r.verdict() for r in self.rows]
+
+    def summary(self) -> dict[str, Any]:
+        d = self.decisions
+        return {
+            "format": 1,
+            "agent": self.agent.name,
+            "labels": list(d.plan.labels),
+            "cells": list(d.plan.cell_names),
+            "maps": list(d.plan.map_names),
+            "n_streams": len(d.plan.streams),
+            "n_strata": len(d.plan.strata),
+            "n_future_tasks": d.n_tasks,
+            "draws": len(d.plan.draws),
+            "repeats": d.plan.repeats,
+            "seed": self.seed,
+            "n_resamples": self.n_resamples,
+            "level": self.level,
+            "path": d.path,
+            "aligned": {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))},
+            "rows": [r.to_dict() for r in self.rows],
+            "verdicts": self.verdicts(),
+        }
+
+
+def _aligned_mean(d: Decisions, y: str) -> float:
+    from ..readouts import mean_utility, oracle_agreement
+
+    return (mean_utility(d) if y == "U" else oracle_agreement(d)).estimate
+
+
+def _row(d: Decisions, cell: str, migration: str, action: StreamValues, util: StreamValues, orac: StreamValues,
+         n_changed: int, n_decisions: int, seed: int, n_resamples: int, level: float, index: int) -> CellSummary:
+    stack = np.column_stack([action.values, util.values, orac.values])
+    if stack.shape[0] < 2:  # one stream: no cluster inference is possible; report NaN intervals
+        nan3 = np.full(3, np.nan)
+        iv = BootstrapResult(stack.mean(0), nan3, nan3, level, 1, 0, "none (one stream)", None,
+                             np.zeros((0, 3)), nan3)
+        tu = SignFlipResult(float(util.values.mean()), float("nan"), 1, 0, True, None, np.zeros(0))
+        to = SignFlipResult(float(orac.values.mean()), float("nan"), 1, 0, True, None, np.zeros(0))
+        return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
+    iv = cluster_bootstrap(stack, n_resamples=n_resamples, level=level, rng=derive_seed(seed, "bootstrap", index))
+    tu = sign_flip_test(util.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-u", index))
+    to = sign_flip_test(orac.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-o", index))
+    return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
+
+
+def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
+    """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps)."""
+    rows: list[CellSummary] = []
+    plan = d.plan
+    has_maps = len(plan.maps) > 1
+    for c, cell in enumerate(plan.cells):
+        if c == 0 or (cell.baseline == "identity" and not has_maps):
+            continue
+        if plan.repeats >= 2:
+            action = t_gr(d, cell.name, "aligned", "nonidentity" if cell.baseline == "identity" else "identity")
+        else:
+            action = direct_action_contrast(d, cell.name)
+        util = delta_u_direct(d, cell.name)
+        orac = delta_o_direct(d, cell.name)
+        sel = np.arange(1, len(plan.maps)) if cell.baseline == "identity" else np.array([0])
+        base = d.actions[0, 0][None] if cell.baseline == "identity" else d.actions[0][sel]
+        changed = d.actions[c][sel] != base
+        rows.append(_row(d, cell.name, f"{cell.migration} ({cell.name})", action, util, orac, int(changed.sum()),
+                         int(changed.size), seed, n_resamples, level, c))
+    if has_maps:
+        act = a_rekey(d)
+        du = delta(d, "U", "aligned")
+        util = StreamValues("ΔU_rekey", "aligned", -du.values, -du.by_map, du.maps)
+        orac = delta(d, "O", "aligned")
+        changed = d.actions[0][1:] != d.actions[0][:1]
+        rows.append(_row(d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
+                         int(changed.size), seed, n_resamples, level, len(plan.cells)))
+    return rows
+
+
+def audit(
+    history: History,
+    futures: FutureTasks,
+    evaluator: Evaluator,
+    agent: Agent,
+    *,
+    cells: str | Sequence[str] = "value,pair,key_slot,mask,reorder,rename",
+    maps: str | Sequence[str] | None = None,
+    draws: int | Sequence[SlotSpec] = 1,
+    repeats: int = 1,
+    seed: int = 0,
+    n_resamples: int = 20_000,
+    level: float = 0.95,
+    path: str = "auto",
+    journal: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AuditResult:
+    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer."""
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress)
+    rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
+    settings = {"cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
+                "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
+    return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)

@@ -1,0 +1,165 @@
+"""Writing and reading audit results: decisions.parquet, summary.json, manifest.json, report.md, forest.png."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ._audit import AuditResult
+from ._manifest import RunManifest
+
+__all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
+
+
+def _fmt(x: float, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{100 * x:.1f}%" if pct else f"{x:+.4f}"
+
+
+def _ci(ci: list[float], pct: bool = False) -> str:
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in ci):
+        return "n/a"
+    return f"[{_fmt(ci[0], pct)}, {_fmt(ci[1], pct)}]"
+
+
+def _p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def forest_plot(summary: dict[str, Any], path: Path) -> None:
+    """Forest plot of the action response and ΔU per cell with their intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["rows"]
+    names = [r["cell"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 0.5 * len(rows) + 1.6), sharey=True)
+    for ax, key, title in ((axes[0], "action", "action response"), (axes[1], "delta_utility", "ΔU (cell − aligned)")):
+        ys = list(range(len(rows)))[::-1]
+        est = [r[key] for r in rows]
+        lo = [r[f"{key}_ci"][0] for r in rows]
+        hi = [r[f"{key}_ci"][1] for r in rows]
+        for y, e, a, b in zip(ys, est, lo, hi, strict=True):
+            if a is not None and b is not None and not (math.isnan(a) or math.isnan(b)):
+                ax.plot([a, b], [y, y], color="0.3", lw=2)
+            ax.plot([e], [y], "o", color="C0" if key == "action" else "C3")
+        ax.axvline(0.0, color="0.6", lw=1, ls="--")
+        ax.set_title(title)
+        ax.set_yticks(ys)
+        ax.set_yticklabels(names)
+    level = summary.get("level", 0.95)
+    fig.suptitle(f"{summary['agent']}: {summary['n_streams']} streams, {100 * level:.0f}% stream-cluster intervals")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = None) -> str:
+    """The report.md text (a table per cell, the verdicts, and provenance)."""
+    lv = f"{100 * summary['level']:.1f}".rstrip("0").rstrip(".")
+    lines = [
+        f"# ReplayLens audit: {summary['agent']}",
+        "",
+        f"{summary['n_streams']} streams, {summary['n_strata']} strata, {summary['n_future_tasks']} future tasks; "
+        f"cells {', '.join(summary['cells'])}; {len(summary['maps'])} label maps; {summary['draws']} slot draw(s); "
+        f"{summary['repeats']} repeat(s); seed {summary['seed']}.",
+        "",
+        f"Aligned replay: mean utility {summary['aligned']['mean_utility']:.4f}, oracle agreement "
+        f"{100 * summary['aligned']['oracle_agreement']:.1f}%.",
+        "",
+        "## Verdicts",
+        "",
+        *[f"- {v}" for v in summary["verdicts"]],
+        "",
+        f"## Responses ({lv}% stream-cluster bootstrap intervals, {summary['n_resamples']} draws; "
+        "two-sided cluster sign-flip p)",
+        "",
+        "| cell | readout | action response | ΔU | p(ΔU) | ΔO | p(ΔO) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["rows"]:
+        lines.append(
+            f"| {r['cell']} | {r['action_readout']} | {_fmt(r['action'], True)} {_ci(r['action_ci'], True)} | "
+            f"{_fmt(r['delta_utility'])} {_ci(r['delta_utility_ci'])} | {_p(r['delta_utility_p'])} | "
+            f"{_fmt(r['delta_oracle'], True)} {_ci(r['delta_oracle_ci'], True)} | {_p(r['delta_oracle_p'])} |")
+    lines += ["", "![forest plot](forest.png)", "",
+              "Pooling: tasks within a stratum, strata equally weighted, label maps, then streams; the 95% "
+              "interval resamples whole streams. History cells compare with aligned at ρ = id; consistent "
+              "renaming compares each renamed replay (decoded back) with aligned at id; the rekey row is "
+              "A_rekey with mapped − identity contrasts.", ""]
+    if manifest is not None:
+        lines += ["## Provenance", "", f"- replaylens {manifest['tool_version']}, git {manifest['git_revision']}",
+                  f"- created {manifest['created']}"]
+        lines += [f"- {f['role']}: `{f['path']}` sha256 `{f['sha256']}`" for f in manifest["inputs"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class AuditFiles:
+    """The artifacts of one audit directory, loaded back."""
+
+    root: Path
+    manifest: dict[str, Any]
+    summary: dict[str, Any]
+    decisions: Any  # pandas.DataFrame
+
+
+def write_results(result: AuditResult, manifest: RunManifest, out: str | os.PathLike[str]) -> Path:
+    """Write every artifact into a temporary directory, then move them into ``out`` (no partial results)."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    summary = result.summary()
+    man = manifest.model_dump(mode="json")
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
+    try:
+        result.decisions.frame().to_parquet(tmp / "decisions.parquet", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+        (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+        forest_plot(summary, tmp / "forest.png")
+        (tmp / "report.md").write_text(render_markdown(summary, man))
+        for name in ("decisions.parquet", "summary.json", "forest.png", "report.md", "manifest.json"):
+            os.replace(tmp / name, root / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def read_decisions(path: str | os.PathLike[str]) -> Any:
+    """The tidy decision table of an audit as a pandas DataFrame."""
+    import pandas as pd
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "decisions.parquet"
+    if not p.exists():
+        raise InputError(str(p), None, None, "no decisions.parquet here (not an audit output directory?)")
+    return pd.read_parquet(p)
+
+
+def load_results(out: str | os.PathLike[str]) -> AuditFiles:
+    """Load an audit directory: manifest, summary and the decision table (pandas)."""
+    root = Path(out)
+    files = {}
+    for name in ("manifest.json", "summary.json"):
+        p = root / name
+        if not p.exists():
+            raise InputError(str(p), None, None, "missing: not a finished audit output directory")
+        try:
+            files[name] = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(str(p), exc.lineno, None, f"invalid JSON ({exc.msg})") from None
+    RunManifest.model_validate(files["manifest.json"])
+    return AuditFiles(root, files["manifest.json"], files["summary.json"], read_decisions(root))
