@@ -274,7 +274,8 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
 def reproduce(name: str | None, list_: bool, all_: bool, as_json: bool) -> None:
     """Run a paper reproduction: the paper's value next to ours, with the status of each comparison."""
     from ..errors import ConfigError
-    from ..reproduce import all_reproductions, get_reproduction
+    from ..experiments import all_reproductions
+    from ..reproduce import get_reproduction
 
     regs = all_reproductions()
     if list_:

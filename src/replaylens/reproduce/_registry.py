@@ -70,12 +70,8 @@ def register_reproduction(name: str, title: str, issue: str = "") -> Callable[[C
 
 
 def get_reproduction(name: str) -> Reproduction:
-    _load_builtin()
+    """A registered reproduction (the paper's are registered by importing ``replaylens.experiments``)."""
     try:
         return REPRODUCTIONS[name]
     except KeyError:
         raise ConfigError(f"unknown reproduction {name!r}; see `replaylens reproduce --list`") from None
-
-
-def _load_builtin() -> None:
-    from .. import experiments  # noqa: F401  (registers the paper's reproductions)

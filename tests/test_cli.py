@@ -1,0 +1,180 @@
+"""End-to-end tests of the ``replaylens`` command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from replaylens.cli._main import cli
+from replaylens.replay import DECISION_COLUMNS
+from replaylens.report import load_results
+
+FAST = ["--resamples", "500", "--streams", "4"]
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "run"
+    res = CliRunner().invoke(cli, ["demo", "--out", str(out), *FAST])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_demo_writes_every_artifact(demo_dir: Path) -> None:
+    for name in ("report.md", "summary.json", "decisions.parquet", "manifest.json", "forest.png"):
+        assert (demo_dir / name).stat().st_size > 0
+    files = load_results(demo_dir)
+    assert list(files.decisions.columns) == list(DECISION_COLUMNS)
+    s = files.summary
+    assert {r["cell"] for r in s["rows"]} == {"value", "pair", "key_slot", "mask", "reorder", "rename", "rekey"}
+    # Mean rule: moving scores changes decisions, consistent renaming never does (label-equivariant).
+    rows = {r["cell"]: r for r in s["rows"]}
+    assert rows["value"]["action"] > 0
+    assert rows["rename"]["n_changed"] == 0
+    assert "no change detected" in rows["rename"]["verdict"]
+    man = files.manifest
+    assert {f["role"] for f in man["inputs"]} == {"history", "futures", "utilities"}
+    assert all(len(f["sha256"]) == 64 for f in man["inputs"])
+    # the decision table agrees with the summary: rename rows equal aligned-id rows
+    d = files.decisions.astype({"stream": str, "cell": str, "map": str})
+    al = d[(d.cell == "aligned") & (d.map == "id")][["stream", "task", "action"]]
+    rn = d[d.cell == "rename"][["stream", "task", "map", "action"]]
+    both = rn.merge(al, on=["stream", "task"], suffixes=("_rename", "_aligned"), validate="many_to_one")
+    assert len(both) == len(rn) == 10 * len(al)
+    assert (both.action_rename == both.action_aligned).all()
+
+
+def test_demo_is_deterministic(tmp_path: Path, demo_dir: Path) -> None:
+    out = tmp_path / "again"
+    res = CliRunner().invoke(cli, ["demo", "--out", str(out), *FAST])
+    assert res.exit_code == 0
+    assert (out / "summary.json").read_bytes() == (demo_dir / "summary.json").read_bytes()
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "decisions.parquet"),
+                                  pd.read_parquet(demo_dir / "decisions.parquet"))
+
+
+def _inputs(demo_dir: Path) -> list[str]:
+    i = demo_dir / "inputs"
+    return ["--history", str(i / "history.jsonl"), "--future", str(i / "future.jsonl"),
+            "--utilities", str(i / "utilities.jsonl")]
+
+
+def test_bad_history_exits_2_with_one_line_and_no_output(tmp_path: Path, demo_dir: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("stream,family,context,slot,task,key,outcome\ns00,bandit,easy,0,t,coverage,0.5\n"
+                   "s00,bandit,easy,1,t,coverage,abc\n")
+    args = _inputs(demo_dir)
+    args[1] = str(bad)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["audit", *args, "--agent", "mean", "--out", str(out)])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1
+    assert f"{bad}:3: field 'outcome'" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--agent", "no-such-agent"], "unknown agent"),
+    (["--agent", "mean", "--maps", "QQQQ"], "cannot parse label map"),
+    (["--agent", "mean", "--cells", "value,bogus"], "unknown cell"),
+    (["--agent", "nomodule_xyz:factory"], "cannot import agent module"),
+])
+def test_bad_options_exit_2(tmp_path: Path, demo_dir: Path, extra: list[str], needle: str) -> None:
+    out = tmp_path / "o"
+    res = CliRunner().invoke(cli, ["audit", *_inputs(demo_dir), *extra, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr
+    assert "Traceback" not in res.output + res.stderr
+    assert not (out / "summary.json").exists()
+
+
+def test_audit_with_user_factory_and_resume(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = tmp_path / "my_agents.py"
+    mod.write_text(
+        "import replaylens as rl\n"
+        "def make(alpha=1.0):\n"
+        "    return rl.commutative_agent(alpha)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    args = ["audit", *_inputs(demo_dir), "--agent", "my_agents:make", "--agent-param", "alpha=2",
+            "--resamples", "300", "--out", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    first = (out / "summary.json").read_bytes()
+    assert "reordering intact records (pair): no change detected" in res.output  # commutative: pair zero law
+    # simulate a crash after the replay finished but before the results were written
+    for name in ("summary.json", "report.md", "decisions.parquet", "manifest.json", "forest.png"):
+        (out / name).unlink()
+    import replaylens.agents._known as known
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("the agent must not be called again: the journal has every shard")
+
+    monkeypatch.setattr(known.BlockLinearWriter, "act_batch", boom)
+    res2 = CliRunner().invoke(cli, args)
+    assert res2.exit_code == 0, res2.output
+    assert (out / "summary.json").read_bytes() == first
+
+
+def test_journal_of_another_run_is_refused(tmp_path: Path, demo_dir: Path) -> None:
+    out = tmp_path / "run"
+    base = ["audit", *_inputs(demo_dir), "--agent", "mean", "--resamples", "200", "--out", str(out)]
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    res = CliRunner().invoke(cli, [*base, "--seed", "7"])
+    assert res.exit_code == 2
+    assert "journal of a different run" in res.stderr
+
+
+def test_validate(tmp_path: Path, demo_dir: Path) -> None:
+    res = CliRunner().invoke(cli, ["validate", *_inputs(demo_dir)])
+    assert res.exit_code == 0 and res.output.startswith("ok:")
+    bad = tmp_path / "h.jsonl"
+    bad.write_bytes(b'{"stream": "s", "family": "f", "context": "c", "slot": 0, "task": "t", "key": "A", '
+                    b'"outcome": 0.5}\n{"stream": "s\xff"}\n')
+    res = CliRunner().invoke(cli, ["validate", "--history", str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}:2" in res.stderr and "UTF-8" in res.stderr
+
+
+def test_reproduce_list_and_json() -> None:
+    res = CliRunner().invoke(cli, ["reproduce", "--list"])
+    assert res.exit_code == 0 and "exact-zeros" in res.output
+    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+    assert rows
+    for r in rows:
+        assert {"table", "row", "column", "paper", "ours", "tolerance", "status"} <= set(r)
+        assert r["status"] == "match", r
+    res = CliRunner().invoke(cli, ["reproduce", "no-such-table"])
+    assert res.exit_code == 2
+
+
+def test_check_writer_passes_and_catches_a_false_declaration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res = CliRunner().invoke(cli, ["check-writer", "count"])
+    assert res.exit_code == 0, res.output
+    assert "check-writer: passed" in res.output
+    mod = tmp_path / "liar_agents.py"
+    mod.write_text(
+        "import dataclasses, replaylens as rl\n"
+        "def make():\n"
+        "    a = rl.order_sensitive_agent(0.2)\n"
+        "    return dataclasses.replace(a, invariant_to=('pair',))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    res = CliRunner().invoke(cli, ["check-writer", "liar_agents:make"])
+    assert res.exit_code == 1
+    assert "VIOLATED" in res.output
+
+
+def test_python_dash_m_entry_point() -> None:
+    res = subprocess.run([sys.executable, "-m", "replaylens", "--help"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0
+    for cmd in ("audit", "demo", "check-writer", "reproduce", "validate"):
+        assert cmd in res.stdout
