@@ -43,7 +43,7 @@ def test_demo_writes_every_artifact(demo_dir: Path) -> None:
     assert all(len(f["sha256"]) == 64 for f in man["inputs"])
     # the decision table agrees with the summary: rename rows equal aligned-id rows
     d = files.decisions.astype({"stream": str, "cell": str, "map": str})
-    al = d[(d.cell == "aligned") & (d.map == "id")][["stream", "task", "action"]]
+    al = d[(d.cell == "aligned") & (d["map"] == "id")][["stream", "task", "action"]]
     rn = d[d.cell == "rename"][["stream", "task", "map", "action"]]
     both = rn.merge(al, on=["stream", "task"], suffixes=("_rename", "_aligned"), validate="many_to_one")
     assert len(both) == len(rn) == 10 * len(al)
