@@ -77,7 +77,7 @@ def test_labelmap_validation_and_names() -> None:
         LabelMap((1, 2))
     assert identity(4).name == "id" and identity(4).is_identity
     assert LabelMap((1, 0, 3, 2)).name == "1032"
-    big = LabelMap(tuple(range(1, 12)) + (0,))
+    big = LabelMap((*range(1, 12), 0))
     assert big.name == "1,2,3,4,5,6,7,8,9,10,11,0"
     # initials not distinct: letters() falls back to the name
     assert LabelMap((1, 0)).letters(("alpha", "apple")) == "10"

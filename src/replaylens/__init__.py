@@ -29,7 +29,7 @@ from .agents import (
 )
 from .errors import AgentError, ConfigError, InputError, JournalError, LawViolation, ReplayLensError
 from .inference import BootstrapResult, SignFlipResult, adjusted_level, cluster_bootstrap, sign_flip_test
-from .interventions import CELLS, Cell, Law, get_cell, register_cell
+from .interventions import CELLS, Cell, Law, apply_cell, get_cell, register_cell
 from .maps import DERANGEMENTS_4, INVOLUTIONS_4, LabelMap, SlotSpec, derangements, resolve_maps
 from .readouts import (
     StreamValues,
@@ -105,6 +105,7 @@ __all__ = [
     "a_rekey",
     "action_response",
     "adjusted_level",
+    "apply_cell",
     "cluster_bootstrap",
     "commutative_agent",
     "delta",

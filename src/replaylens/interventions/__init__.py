@@ -1,5 +1,6 @@
 """Replay cells (interventions), each declaring the laws it preserves; the laws are checked."""
 
+from ._apply import apply_cell
 from ._cells import (
     CELLS,
     Cell,
@@ -14,6 +15,7 @@ from ._cells import (
 from ._laws import Law, check_law, check_laws_plain
 
 __all__ = [
+    "apply_cell",
     "CELLS",
     "Cell",
     "Law",
