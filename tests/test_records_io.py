@@ -29,7 +29,7 @@ FORMATS = ("jsonl", "csv", "parquet")
 # ---------------------------------------------------------------- fixtures / helpers
 
 
-def hrow(stream: str = "s1", family: str = "f", context: str = "c", slot: int = 0, task: str | None = None,
+def hrow(stream: str = "s1", family: str = "f", context: str = "c", slot: Any = 0, task: str | None = None,
          key: str = "A", outcome: Any = 0.5, **extra: Any) -> dict[str, Any]:
     d = {"stream": stream, "family": family, "context": context, "slot": slot,
          "task": task if task is not None else f"t{slot}", "key": key, "outcome": outcome}
