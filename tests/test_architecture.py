@@ -43,7 +43,7 @@ def _layer(module: str) -> str | None:
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     rel = path.relative_to(SRC.parent).with_suffix("")
-    pkg_parts = list(rel.parts[:-1]) if path.name != "__init__.py" else list(rel.parts[:-1])
+    pkg_parts = list(rel.parts[:-1])  # the package a relative import is resolved against
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out = []
     for node in ast.walk(tree):

@@ -136,6 +136,8 @@ def test_parse_map_identity_and_cyclic() -> None:
     '{"coverage": "adaptive"}',  # not every label
     json.dumps({"coverage": "adaptive", "adaptive": "adaptive", "replicate": "mixed", "mixed": "replicate"}),
     "nonsense",
+    json.dumps({"coverage": ["adaptive"], "adaptive": "coverage", "replicate": "mixed", "mixed": "replicate"}),
+    json.dumps({"coverage": 1, "adaptive": 0, "replicate": 3, "mixed": 2}),
 ])
 def test_parse_map_rejects(text: str) -> None:
     with pytest.raises(ConfigError):

@@ -529,3 +529,24 @@ def test_future_strata_ranked_within_their_stream() -> None:
     again = FutureTasks.from_tasks(list(f.tasks))
     assert [t.task for t in again] == [t.task for t in f]
     assert again.fingerprint() == f.fingerprint()
+
+
+@pytest.mark.parametrize("writer,reader,obj", [(write_history, read_history, sample_history),
+                                               (write_futures, read_futures, sample_futures),
+                                               (write_evaluator, read_evaluator, sample_evaluator)])
+def test_tsv_round_trip(tmp_path: Path, writer: Any, reader: Any, obj: Any) -> None:
+    original = obj()
+    p = writer(original, tmp_path / "table.tsv")
+    assert "\t" in p.read_text(encoding="utf-8").splitlines()[0]
+    assert reader(p).fingerprint() == original.fingerprint()
+
+
+def test_large_integer_slots_are_exact() -> None:
+    big = 1_700_000_000_000_000_001
+    h = History.from_records([hrow(slot=big), hrow(slot=big + 1, task="t2")])
+    assert h.slot.tolist() == [big, big + 1]
+
+
+def test_csv_menu_label_with_pipe_round_trips(tmp_path: Path) -> None:
+    f = FutureTasks.from_tasks([frow(menu=("A|B", "C"))])
+    assert read_futures(write_futures(f, tmp_path / "f.csv")).tasks[0].menu == ("A|B", "C")

@@ -353,10 +353,8 @@ def test_journal_torn_last_line_redoes_that_shard(bandit, tmp_path: Path, monkey
     assert second.equals(first)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG _journal.py Journal.record: the next record is appended right after a "
-                                       "torn fragment (no newline first), so it is glued onto it, unreadable, "
-                                       "and the redone shard is recomputed again on every later resume")
 def test_journal_after_torn_line_resume_is_recorded(bandit, tmp_path: Path, monkeypatch) -> None:
+    """Regression: the redone shard's record used to be glued onto the torn fragment (lost again)."""
     kw = {"cells": "value", "journal": tmp_path, "shard_size": 1}
     replay(bandit.history, bandit.futures, bandit.evaluator, load_agent("mean"), **kw)
     _tear_last_line(tmp_path / "done.jsonl")
@@ -476,9 +474,8 @@ def test_array_agent_label_outside_menu_raises(bad: str) -> None:
         replay(h, f, e, _array_agent(fns[bad]), cells="", maps="", path="array")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG _engine.py:288 `(menu == got[:, None]).any(axis=1)` accepts code -1 "
-                                       "when the query menu is padded (shorter menu), so -1 leaks into actions")
 def test_array_agent_returning_padding_code_raises() -> None:
+    """Regression: code −1 matched the −1 padding of a shorter menu and leaked into the actions."""
     h, f, e = _small_inputs()
     ag = _array_agent(lambda q: np.where((q.menu < 0).any(axis=1), -1, q.menu[:, 0]))
     with pytest.raises(AgentError):

@@ -9,8 +9,10 @@ block's state (strata without a block, e.g. survival, read the zero state); firs
 * commutative:      s ← s + α c(u) e_ℓ   (α = 1: the endpoint-witness relation writer)
 * order-sensitive:  s ← d·s + (1 + 0.01 c(u)) e_ℓ
 
-Commutative sums are accumulated in fixed point (:func:`to_fixed`) so they are exactly
-order-independent; a masked outcome contributes c = 0.
+Commutative sums are accumulated exactly in integer micro-units of utility (six decimals, as ledgers
+display them): c(u) = round(10⁶u) − 500000, so sums are order-independent and exact ties stay ties;
+α multiplies the exact sum at readout, so the three α values give identical actions.  A masked
+outcome contributes c = 0.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
-from ._ties import TieRule, choose, choose_batch, to_fixed
+from ._ties import TieRule, choose, choose_batch, to_micro
 
 __all__ = [
     "BlockLinearWriter",
@@ -83,16 +85,18 @@ def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
 
 @dataclass(frozen=True)
 class BlockLinearWriter:
-    """s ← decay·s + term(u)·(e_ℓ or 𝟏), per block; first-canonical argmax over the menu.
+    """s ← decay·s + term(u)·(e_ℓ or 𝟏), per block; first-canonical argmax of scale·s over the menu.
 
     ``term`` maps outcomes to increments elementwise (arithmetic only, so scalar and array
-    evaluations agree bit for bit).  With ``decay == 1`` the increments are rounded to fixed point
-    and summed exactly (commutative laws); otherwise plain float recursion in slot order.
-    ``all_keys`` adds the increment to every label (the replay-invariant law).
+    evaluations agree bit for bit).  With ``decay == 1`` (commutative laws) ``term`` must return
+    integer-valued increments (e.g. micro-units), which are summed exactly in any order; otherwise
+    plain float recursion in slot order.  ``all_keys`` adds the increment to every label (the
+    replay-invariant law).
     """
 
     term: Callable[[np.ndarray], np.ndarray]
     decay: float = 1.0
+    scale: float = 1.0
     all_keys: bool = False
     tie_rule: TieRule = TieRule.FIRST_CANONICAL
     name: str = "block-linear"
@@ -112,7 +116,7 @@ class BlockLinearWriter:
         blk = dict(state.get(task.block, {}))
         k = "\x00all" if self.all_keys else key
         if self.commutative:
-            blk[k] = float(np.float64(blk.get(k, 0.0)) + to_fixed(inc)[0])
+            blk[k] = float(np.float64(blk.get(k, 0.0)) + inc[0])
         else:
             for kk in blk:
                 blk[kk] = float(np.float64(self.decay) * np.float64(blk[kk]))
@@ -123,18 +127,15 @@ class BlockLinearWriter:
 
     def act(self, state: State, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
         blk = state.get(task.stratum, {})
-        if self.all_keys:
-            scores = [blk.get("\x00all", 0.0)] * len(menu)
-        else:
-            scores = [blk.get(a, 0.0) for a in menu]
-        return choose(scores, menu, self.tie_rule)
+        raw = [blk.get("\x00all", 0.0)] * len(menu) if self.all_keys else [blk.get(a, 0.0) for a in menu]
+        return choose([float(np.float64(self.scale) * np.float64(x)) for x in raw], menu, self.tie_rule)
 
     # ---- array path
     def states_batch(self, records: RecordBatch) -> np.ndarray:
         """States at every cut: an (H, K, B, n) array."""
         inc = self.term(records.outcomes)
         if self.commutative:
-            s = block_key_sums(records, to_fixed(inc))
+            s = block_key_sums(records, inc)
             if self.all_keys:
                 s = np.broadcast_to(s.sum(axis=3, keepdims=True), s.shape)
             return s
@@ -158,7 +159,7 @@ class BlockLinearWriter:
         return snaps
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
-        scores = query_values(self.states_batch(records), queries)
+        scores = np.float64(self.scale) * query_values(self.states_batch(records), queries)
         return choose_batch(scores, queries.menu, self.tie_rule, records.labels)
 
     def agent(self) -> Agent:
@@ -166,12 +167,13 @@ class BlockLinearWriter:
                      spec={"name": self.name, **self.params})
 
 
-def _const(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda u: np.full(np.shape(u), np.float64(alpha))
+def _micro_c(u: np.ndarray) -> np.ndarray:
+    """c(u) in integer micro-units: round(10⁶u) − 500000 (0 when masked)."""
+    return np.where(np.isnan(u), 0.0, to_micro(u) - 500_000.0)
 
 
-def _scaled_c(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda u: np.float64(alpha) * _c(u)
+def _one(u: np.ndarray) -> np.ndarray:
+    return np.ones(np.shape(u))
 
 
 def _order_inc(u: np.ndarray) -> np.ndarray:
@@ -180,25 +182,25 @@ def _order_inc(u: np.ndarray) -> np.ndarray:
 
 def invariant_agent(alpha: float = 1.0) -> Agent:
     """Replay-invariant law s ← s + α c(u) 𝟏 (outcome-only nuisance): every cell leaves actions unchanged."""
-    return BlockLinearWriter(_scaled_c(alpha), all_keys=True, name="invariant", params={"alpha": alpha},
-                             invariant_to=ALL_RELATIONS).agent()
+    return BlockLinearWriter(_micro_c, scale=alpha * 1e-6, all_keys=True, name="invariant",
+                             params={"alpha": alpha}, invariant_to=ALL_RELATIONS).agent()
 
 
 def key_only_agent(alpha: float = 1.0) -> Agent:
     """Key-only (count) law s ← s + α e_ℓ."""
-    return BlockLinearWriter(_const(alpha), name="key-only", params={"alpha": alpha},
+    return BlockLinearWriter(_one, scale=alpha, name="key-only", params={"alpha": alpha},
                              invariant_to=("value", "pair", "key_slot", "mask", "reorder", "rename")).agent()
 
 
 def commutative_agent(alpha: float = 1.0) -> Agent:
     """Commutative-pairing law s ← s + α c(u) e_ℓ (pair transport leaves it exactly unchanged)."""
-    return BlockLinearWriter(_scaled_c(alpha), name="commutative", params={"alpha": alpha},
+    return BlockLinearWriter(_micro_c, scale=alpha * 1e-6, name="commutative", params={"alpha": alpha},
                              invariant_to=("pair", "reorder", "rename")).agent()
 
 
 def relation_agent() -> Agent:
     """The endpoint-witness relation writer: s_a ← s_a + (u − ½)·1[ℓ = a], first-canonical argmax."""
-    return BlockLinearWriter(_scaled_c(1.0), name="relation", invariant_to=("pair", "reorder", "rename")).agent()
+    return BlockLinearWriter(_micro_c, scale=1e-6, name="relation", invariant_to=("pair", "reorder", "rename")).agent()
 
 
 def order_sensitive_agent(d: float = 0.2) -> Agent:

@@ -56,4 +56,4 @@ def apply_cell(
         cols["outcome"][sl] = tb.outcomes[0]
         for name in ("task", "event_time", "event_id", "metadata"):
             cols[name][sl] = history.to_columns()[name][sl][src]
-    return History.from_columns(**cols, source=f"{history.source} [{c.name}, ρ={rmap.name}]")
+    return History.from_columns(**cols, source=f"{history.source} [{c.name}, ρ={rmap.name}]")  # type: ignore[arg-type]

@@ -124,7 +124,7 @@ def parse_map(text: str, labels: Sequence[str]) -> LabelMap:
         except json.JSONDecodeError:
             raise ConfigError(f"cannot parse label map {text!r}: invalid JSON") from None
         idx = {lab: i for i, lab in enumerate(labels)}
-        if set(d) != set(labels) or set(d.values()) != set(labels):
+        if set(d) != set(labels) or not all(isinstance(v, str) for v in d.values()) or set(d.values()) != set(labels):
             raise ConfigError(f"label map {text!r} must map every label of {list(labels)} onto them bijectively")
         return LabelMap(tuple(idx[d[lab]] for lab in labels))
     parts = s.split(",") if "," in s else list(s)

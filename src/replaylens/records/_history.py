@@ -134,14 +134,21 @@ class History:
             bad = np.flatnonzero(np.char.str_len(np.char.strip(arr)) == 0)
             if bad.size:
                 raise lin.err(int(bad[0]), name, "must not be empty")
-        try:
-            sl = np.asarray(slot, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputError(source, None, "slot", "must be integers") from None
-        bad = np.flatnonzero(~np.isfinite(sl) | (sl != np.round(sl)) | (sl < 0))
-        if bad.size:
-            raise lin.err(int(bad[0]), "slot", f"must be a non-negative integer, got {sl[bad[0]]}")
-        sl_i = sl.astype(np.int64)
+        sl_raw = np.asarray(slot)
+        if sl_raw.dtype.kind in "iu":
+            sl_i = sl_raw.astype(np.int64)
+            bad = np.flatnonzero(sl_i < 0)
+            if bad.size:
+                raise lin.err(int(bad[0]), "slot", f"must be a non-negative integer, got {int(sl_i[bad[0]])}")
+        else:
+            try:
+                sl = np.asarray(slot, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InputError(source, None, "slot", "must be integers") from None
+            bad = np.flatnonzero(~np.isfinite(sl) | (sl != np.round(sl)) | (sl < 0) | (np.abs(sl) >= 2.0**53))
+            if bad.size:
+                raise lin.err(int(bad[0]), "slot", f"must be a non-negative integer, got {sl[bad[0]]}")
+            sl_i = sl.astype(np.int64)
         try:
             y = np.asarray(outcome, dtype=np.float64)
         except (TypeError, ValueError):

@@ -231,7 +231,7 @@ def _write_rows(rows: list[dict[str, Any]], fields: Sequence[str], path: Path, f
                     fh.write(json.dumps(r, default=_json_default, allow_nan=False) + "\n")
         elif kind == "csv":
             with tmp.open("w", encoding="utf-8", newline="") as fh:
-                w = csv.writer(fh)
+                w = csv.writer(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
                 w.writerow(fields)
                 for r in rows:
                     w.writerow([_csv_cell(r.get(k)) for k in fields])
@@ -254,7 +254,10 @@ def _csv_cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, (list, tuple)):
-        return "|".join(str(x) for x in v)
+        items = [str(x) for x in v]
+        if any("|" in x or x.startswith("[") for x in items):
+            return json.dumps(items)
+        return "|".join(items)
     if isinstance(v, Mapping):
         return json.dumps(v, sort_keys=True)
     if isinstance(v, float):

@@ -285,7 +285,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
     if got.shape != (menu.shape[0],):
         raise AgentError(f"agent {agent.name!r} act_batch returned shape {got.shape}, expected ({menu.shape[0]},)")
-    ok = (menu == got[:, None]).any(axis=1)
+    ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "

@@ -75,8 +75,10 @@ class Journal:
         data = buf.getvalue()
         _fsync_write(self.root / f"shard-{shard:05d}.npz", data)
         line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})
-        with (self.root / "done.jsonl").open("a") as fh:
-            fh.write(line + "\n")
+        log = self.root / "done.jsonl"
+        torn = log.exists() and log.stat().st_size > 0 and not log.read_bytes().endswith(b"\n")
+        with log.open("a") as fh:
+            fh.write(("\n" if torn else "") + line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         self._done[shard] = streams
