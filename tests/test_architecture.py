@@ -18,9 +18,10 @@ SRC = Path(replaylens.__file__).parent
 RANK = {
     "errors": 0, "rng": 0,
     "records": 1,
-    "maps": 2, "substrates": 2,
+    "data": 1.5, "maps": 2, "substrates": 2,
     "interventions": 3,
     "agents": 4,
+    "operators": 4.5, "learned": 4.5, "controllers": 4.5, "memory": 4.5, "llm": 4.5, "tools": 4.5,
     "replay": 5,
     "readouts": 6, "inference": 6,
     "report": 7,
