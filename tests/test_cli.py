@@ -178,3 +178,14 @@ def test_python_dash_m_entry_point() -> None:
     assert res.returncode == 0
     for cmd in ("audit", "demo", "check-writer", "reproduce", "validate"):
         assert cmd in res.stdout
+
+
+def test_reproduce_markdown_is_generated_from_the_json_rows(tmp_path: Path) -> None:
+    md = tmp_path / "repro.md"
+    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--json", "--markdown", str(md)])
+    assert res.exit_code == 0
+    rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
+    text = md.read_text()
+    assert f"**{len(rows)} compared cells: {len(rows)} match, 0 differ, 0 n/a.**" in text
+    for r in rows:
+        assert f"| {r['table']} | {r['row']} | {r['column']} |" in text

@@ -270,8 +270,10 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
 @click.option("--list", "list_", is_flag=True, help="List the registered reproductions.")
 @click.option("--all", "all_", is_flag=True, help="Run every reproduction.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per compared cell.")
+@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the rows as markdown (docs/reproduction.md is generated this way).")
 @_user_errors
-def reproduce(name: str | None, list_: bool, all_: bool, as_json: bool) -> None:
+def reproduce(name: str | None, list_: bool, all_: bool, as_json: bool, markdown: Path | None) -> None:
     """Run a paper reproduction: the paper's value next to ours, with the status of each comparison."""
     from ..errors import ConfigError
     from ..experiments import all_reproductions
@@ -289,14 +291,22 @@ def reproduce(name: str | None, list_: bool, all_: bool, as_json: bool) -> None:
     else:
         raise ConfigError("give a reproduction NAME, --all or --list")
     n_diff = 0
+    collected: list[dict[str, Any]] = []
     for nm in names:
         rows = get_reproduction(nm).run()
         for row in rows:
             n_diff += row.status == "differs"
+            collected.append({"reproduction": nm, **row.to_dict()})
             if as_json:
-                click.echo(json.dumps({"reproduction": nm, **row.to_dict()}))
+                click.echo(json.dumps(collected[-1]))
         if not as_json:
             _print_rows(nm, rows)
+    if markdown is not None:
+        from ..reproduce import render_reproduction_markdown
+
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        text = render_reproduction_markdown(collected, {n: regs[n].title for n in names})
+        markdown.write_text(text + "\n", encoding="utf-8")
     if not as_json:
         click.echo(f"{n_diff} comparison(s) differ from the paper" if n_diff else "all comparisons match or are n/a")
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ._registry import DATASETS, WINE_MEMBER, WINE_WHEEL, DatasetSpec, dataset_spec
-from ._store import DataError, FetchError, data_dir, dataset_path, file_sha256, write_atomic
+from ._store import FetchError, dataset_path, file_sha256, write_atomic
 
 __all__ = ["DatasetStatus", "breast_cancer_csv", "fetch", "status"]
 
@@ -166,18 +166,3 @@ def _breast_cancer_payload(spec: DatasetSpec) -> tuple[bytes, dict[str, str]]:
         raise FetchError(spec.name, f"scikit-learn is needed to export the data ({exc})") from None
     return payload, {"source": "sklearn.datasets.load_breast_cancer", "sklearn_version": str(sklearn.__version__)}
 
-
-def _check_present(spec: DatasetSpec, path: Path) -> None:
-    """DataError naming the fix unless ``path`` holds the verified copy."""
-    fix = f"replaylens data fetch {spec.name}"
-    if not path.is_file():
-        raise DataError(spec.name, path, f"data set {spec.name!r} has no verified copy here; run `{fix}` "
-                        f"(or point --data-dir / $REPLAYLENS_DATA_DIR at a directory that has one)")
-    digest = file_sha256(path)
-    if digest != spec.sha256:
-        raise DataError(spec.name, path, f"the copy of {spec.name!r} fails verification (sha256 {digest}, expected "
-                        f"{spec.sha256}); run `{fix} --force` to replace it")
-
-
-def _directory_for_messages(d: str | os.PathLike[str] | None) -> Path:
-    return data_dir(d)

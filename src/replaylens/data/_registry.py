@@ -38,7 +38,7 @@ DATASETS: dict[str, DatasetSpec] = {
         filename="breast-cancer.csv",
         # sha256 of the canonical CSV export written by :func:`replaylens.data.fetch` (header = the 30 UCI feature
         # names + ``malignant``; values as Python's shortest round-trip float repr; '\n' line ends).
-        sha256="PLACEHOLDER",
+        sha256="0109cdea5385ddcd7f094bd8fc8e2c6177436cd360c55f0d555cf65c4609f178",
         n_rows=569,
         n_features=30,
         n_positive=212,

@@ -22,10 +22,10 @@ class DataError(InputError):
     (``replaylens data fetch NAME``); the one-line message always contains ``fix``.
     """
 
-    def __init__(self, dataset: str, path: Path, message: str) -> None:
+    def __init__(self, dataset: str, path: Path, message: str, fix: str | None = None) -> None:
         self.dataset = dataset
         self.path = path
-        self.fix = f"replaylens data fetch {dataset}"
+        self.fix = fix or f"replaylens data fetch {dataset}"
         super().__init__(str(path), None, None, message)
 
 
