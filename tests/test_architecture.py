@@ -22,6 +22,7 @@ RANK = {
     "interventions": 3,
     "agents": 4,
     "operators": 4.5, "learned": 4.5, "controllers": 4.5, "memory": 4.5, "llm": 4.5, "tools": 4.5,
+    "fitted": 4.5, "persistent": 4.5,
     "replay": 5,
     "readouts": 6, "inference": 6,
     "report": 7,
