@@ -4,3 +4,36 @@ from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("ci")
+
+
+import shutil  # noqa: E402
+import socket  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _registry_reachable() -> bool:
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def public_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both verified public data copies in an isolated directory (copied from the user cache, else fetched)."""
+    from replaylens.data import DataError, fetch, verified_path
+
+    d = tmp_path_factory.mktemp("public-data-shared")
+    for name in ("breast-cancer", "wine-red"):
+        try:
+            shutil.copyfile(verified_path(name), d / f"{name}.csv")
+            continue
+        except DataError:
+            pass
+        if name == "wine-red" and not _registry_reachable():
+            pytest.skip("wine-red is not cached and the package registry is unreachable")
+        fetch(name, data_dir=d)
+    return d

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -122,17 +121,18 @@ def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
         if spec not in AGENTS:
             raise ConfigError(f"unknown agent {spec!r}; built-in agents: {', '.join(sorted(AGENTS))}; "
                               "or give module:factory")
-        return _coerce(AGENTS[spec](**kwargs), spec)
-    mod_name, _, attr = spec.partition(":")
+        try:
+            built = AGENTS[spec](**kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"bad parameters for agent {spec!r}: {exc}") from None
+        return _coerce(built, spec)
+    from .._imports import import_target
+
+    target = import_target(spec, "agent")
     try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import agent module {mod_name!r}: {exc}") from None
-    try:
-        target = getattr(mod, attr)
-    except AttributeError:
-        raise ConfigError(f"module {mod_name!r} has no attribute {attr!r}") from None
-    obj = target(**kwargs) if callable(target) and not isinstance(target, Agent) else target
+        obj = target(**kwargs) if callable(target) and not isinstance(target, Agent) else target
+    except Exception as exc:  # user code: one clear line instead of a traceback
+        raise ConfigError(f"calling the agent factory {spec} failed: {type(exc).__name__}: {exc}") from None
     agent = _coerce(obj, spec)
     if not agent.spec:
         agent = replace(agent, spec={"name": spec, **kwargs})

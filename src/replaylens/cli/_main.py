@@ -331,6 +331,42 @@ def _print_rows(name: str, rows: list[Any]) -> None:
         click.echo(f"note: {n}")
 
 
+@cli.command("check-migration")
+@click.option("--memory", "memory_spec", required=True,
+              help="Built-in memory (fifo, event-time, reservoir, binned-mean, no-memory) or module:factory "
+                   "returning an object with ingest(event), export() and retrieve(query, k).")
+@click.option("--events", "events_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Event file (JSONL, CSV or Parquet): stream, block, event_time, event_id, action, utility, "
+                   "descriptors.")
+@click.option("--ops", default="reorder,merge,reindex,relabel", show_default=True,
+              help="Migration operations to check.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("-k", "k", default=8, show_default=True, type=click.IntRange(min=1), help="Retrieved slots.")
+@click.option("--policy", type=click.Choice(["none", "mean"]), default="none", show_default=True,
+              help="Also run a decision-level check with this scripted policy on the retrieved text.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@_user_errors
+def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int, k: int, policy: str,
+                        as_json: bool) -> None:
+    """Which migrations (reorder, merge, reindex, relabel) change a memory pipeline's stored or retrieved state?"""
+    from ..memory import check_migration, read_events, retrieved_mean_policy
+    from ..memory._load import load_memory_factory
+
+    factory = load_memory_factory(memory_spec)
+    blocks = read_events(events_path)
+    reports = check_migration(factory, blocks, ops=[o.strip() for o in ops.split(",") if o.strip()], seed=seed, k=k,
+                              policy=retrieved_mean_policy if policy == "mean" else None)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in reports], indent=2))
+        return
+    for r in reports:
+        click.echo(r.verdict())
+        if r.changed:
+            click.echo("  example diff (aligned vs migrated retrieved text):")
+            for line in r.changed[0].diff.splitlines()[:8]:
+                click.echo(f"    {line}")
+
+
 @cli.group()
 def data() -> None:
     """Public data sets: fetch verified copies once, then everything runs offline."""

@@ -1,0 +1,47 @@
+"""Private: import ``module:attr`` or ``path/to/file.py:attr`` specs given on the command line."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["import_target"]
+
+
+def import_target(spec: str, what: str) -> Any:
+    """Resolve ``module:attr`` (the current directory is importable, as with ``python -m``) or
+    ``file.py:attr``; raise ConfigError with a clear message otherwise."""
+    mod_name, sep, attr = spec.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise ConfigError(f"{what} must look like module:factory or path/to/file.py:factory; got {spec!r}")
+    if mod_name.endswith(".py"):
+        path = Path(mod_name)
+        if not path.is_file():
+            raise ConfigError(f"{what} file {mod_name!r} does not exist")
+        uniq = f"_replaylens_user_{abs(hash(str(path.resolve())))}"
+        loader_spec = importlib.util.spec_from_file_location(uniq, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise ConfigError(f"cannot load {what} file {mod_name!r}")
+        mod = importlib.util.module_from_spec(loader_spec)
+        sys.modules[uniq] = mod
+        try:
+            loader_spec.loader.exec_module(mod)
+        except Exception as exc:  # user code: report it in one line
+            raise ConfigError(f"importing {mod_name!r} failed: {type(exc).__name__}: {exc}") from None
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import {what} module {mod_name!r}: {exc}") from None
+    if not hasattr(mod, attr):
+        raise ConfigError(f"{mod_name!r} has no attribute {attr!r}")
+    return getattr(mod, attr)
