@@ -1,0 +1,117 @@
+"""LLM agents and textual replay: serialization, back-ends, provenance-recording acquisition.
+
+* :func:`make_agent` — an LLM-backed ReplayLens agent (``--agent replaylens.llm:make_agent``);
+* :mod:`serialization <replaylens.llm._serialize>` — the paper's prompt layout, namespaces, output schema;
+* back-ends — :class:`OpenAIBackend` (any OpenAI-compatible endpoint), :class:`ScriptedBackend`;
+* :class:`RunStore` / :class:`Acquirer` — frozen manifest, seeded plan, append-only attempts, gate;
+* :class:`JointDesign` / :func:`run_joint` — the joint history–menu challenge (four items per request);
+* :class:`FakeOpenAIServer` — a fault-injecting local endpoint for tests and benchmarks.
+
+See docs/llm.md.
+"""
+
+from ._acquire import Acquirer, AcquireSettings, AcquireSummary
+from ._agent import LLMAgent, make_agent
+from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
+from ._fake import FAULTS, FakeOpenAIServer
+from ._joint import (
+    CELLS,
+    FORMS,
+    PAPER_ACTIONS,
+    PAPER_CONTEXTS,
+    PAPER_DOMAINS,
+    JointBlock,
+    JointDesign,
+    JointResults,
+    JointRun,
+    blocks_from_arrays,
+    run_joint,
+)
+from ._run import acquire_run, amend, backend_for, validate
+from ._secrets import Redactor, load_api_key
+from ._serialize import (
+    DECISION_INSTRUCTION,
+    NAMESPACES,
+    Binding,
+    ItemDecoder,
+    MenuRow,
+    PromptItem,
+    PromptTemplate,
+    ShownRecord,
+    TextNamespace,
+    decode_response,
+    format_utility,
+    output_schema,
+    parse_prompt,
+    render_item,
+    render_prompt,
+)
+from ._store import RunStore, ValidationReport, open_store
+from ._types import (
+    AccessError,
+    BackendError,
+    CapacityError,
+    Completion,
+    ModelSettings,
+    Request,
+    TransportError,
+    make_request,
+)
+
+__all__ = [
+    "CELLS",
+    "DECISION_INSTRUCTION",
+    "FAULTS",
+    "FORMS",
+    "NAMESPACES",
+    "PAPER_ACTIONS",
+    "PAPER_CONTEXTS",
+    "PAPER_DOMAINS",
+    "AccessError",
+    "AcquireSettings",
+    "AcquireSummary",
+    "Acquirer",
+    "Backend",
+    "BackendError",
+    "Binding",
+    "CapacityError",
+    "Completion",
+    "FakeOpenAIServer",
+    "ItemDecoder",
+    "JointBlock",
+    "JointDesign",
+    "JointResults",
+    "JointRun",
+    "LLMAgent",
+    "MenuRow",
+    "ModelSettings",
+    "OpenAIBackend",
+    "PromptItem",
+    "PromptTemplate",
+    "Redactor",
+    "Request",
+    "RunStore",
+    "ScriptedBackend",
+    "ShownRecord",
+    "TextNamespace",
+    "TransportError",
+    "ValidationReport",
+    "acquire_run",
+    "amend",
+    "backend_for",
+    "blocks_from_arrays",
+    "decode_response",
+    "format_utility",
+    "load_api_key",
+    "make_agent",
+    "make_backend",
+    "make_request",
+    "open_store",
+    "output_schema",
+    "parse_prompt",
+    "render_item",
+    "render_prompt",
+    "run_joint",
+    "scripted_tokens",
+    "validate",
+]

@@ -1,0 +1,285 @@
+"""A fault-injecting fake OpenAI-compatible server on 127.0.0.1 (tests and benchmarks; stdlib only).
+
+It answers ``POST /v1/chat/completions`` by reading the prompt like a model would (a scripted
+reference rule over the rendered ledger, see :func:`scripted_tokens`) and can inject, per request,
+one of :data:`FAULTS`: timeouts, HTTP 429/500/503, invalid JSON, a label outside the menu, empty
+output, a wrong model name, a mismatched input echo, a malformed HTTP body, a leaked credential.
+Faults are drawn from a Generator derived from (seed, prompt digest, occurrence), or chosen by a
+``policy(prompt_sha256, occurrence) -> fault`` callable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from ..errors import ConfigError
+from ..rng import derive_rng
+from ._backends import scripted_tokens
+from ._serialize import canonical_json, item_key
+
+__all__ = ["FAULTS", "FakeOpenAIServer"]
+
+FAULTS = ("ok", "timeout", "429", "500", "503", "invalid_json", "off_menu", "empty", "wrong_model",
+          "echo_mismatch", "garbage_body", "leak_key", "leak_key_error", "refusal", "length", "tool_call", "401")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # quiet: clients disconnect on timeouts
+        return None
+
+
+class FakeOpenAIServer:
+    """Start with ``with FakeOpenAIServer(...) as srv:`` (or ``start()``/``stop()``); ``srv.url`` is the base URL.
+
+    ``api_key``: when set, requests without ``Authorization: Bearer <api_key>`` get HTTP 401.
+    ``latency_s``: added to every response.  ``noise``: the scripted answer's random-token rate.
+    """
+
+    def __init__(self, *, rule: str = "mean", latency_s: float = 0.0, faults: Mapping[str, float] | None = None,
+                 seed: int = 0, policy: Callable[[str, int], str] | None = None, model: str | None = None,
+                 api_key: str | None = None, echo_input: bool = True, timeout_sleep_s: float = 5.0,
+                 service_tier: str = "default", noise: float = 0.0) -> None:
+        for f in (faults or {}):
+            if f not in FAULTS:
+                raise ConfigError(f"unknown fault {f!r}; use {FAULTS}")
+        if sum((faults or {}).values()) > 1.0 + 1e-12:
+            raise ConfigError("fault probabilities must sum to at most 1")
+        self.rule = rule
+        self.latency_s = float(latency_s)
+        self.faults = dict(faults or {})
+        self.seed = int(seed)
+        self.policy = policy
+        self.model = model
+        self.api_key = api_key
+        self.echo_input = echo_input
+        self.timeout_sleep_s = float(timeout_sleep_s)
+        self.service_tier = service_tier
+        self.noise = float(noise)
+        self.seen: Counter[str] = Counter()
+        self.log: list[tuple[str, int, str]] = []  # (prompt sha256, occurrence, fault)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("server not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        handler = _make_handler(self)
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def n_requests(self) -> int:
+        with self._lock:
+            return len(self.log)
+
+    # ------------------------------------------------------------------ behaviour
+
+    def choose_fault(self, sha: str, occurrence: int) -> str:
+        if self.policy is not None:
+            return self.policy(sha, occurrence)
+        if not self.faults:
+            return "ok"
+        x = float(derive_rng(self.seed, "fault", sha, occurrence).random())
+        acc = 0.0
+        for name, p in self.faults.items():
+            acc += p
+            if x < acc:
+                return name
+        return "ok"
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def answer(self, content: str, body: Mapping[str, Any], sha: str, occurrence: int) -> dict[str, str]:
+        n = _n_items(body, content)
+        rng = derive_rng(self.seed, "answer", sha, occurrence)
+        toks = scripted_tokens(content, self.rule, noise=self.noise, rng=rng)
+        if toks is None:
+            return {}
+        return {item_key(i): t for i, t in enumerate(toks[:n])}
+
+
+def _n_items(body: Mapping[str, Any], content: str) -> int:
+    try:
+        return len(body["response_format"]["json_schema"]["schema"]["required"])
+    except (KeyError, TypeError):
+        return content.count("=== Item ")
+
+
+def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = 10
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+        def _send(self, code: int, payload: bytes, headers: Mapping[str, str] | None = None,
+                  ctype: str = "application/json") -> None:
+            lines = [f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}", f"Content-Type: {ctype}",
+                     f"Content-Length: {len(payload)}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+            try:
+                self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload)  # one send
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        def _error(self, code: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+            body = json.dumps({"error": {"message": message, "type": "fake_error", "code": str(code)}})
+            self._send(code, body.encode(), headers)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._error(404, f"no route {self.path}")
+                return
+            auth = self.headers.get("Authorization") or ""
+            if srv.api_key is not None and auth != f"Bearer {srv.api_key}":
+                self._error(401, "invalid API key")
+                return
+            try:
+                body = json.loads(raw)
+                msgs = body["messages"]
+                content = next(m["content"] for m in reversed(msgs) if m.get("role") == "user")
+            except (json.JSONDecodeError, KeyError, StopIteration, TypeError):
+                self._error(400, "malformed request")
+                return
+            sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
+            with srv._lock:
+                occ = srv.seen[sha]
+                srv.seen[sha] += 1
+                fault = srv.choose_fault(sha, occ)
+                srv.log.append((sha, occ, fault))
+            if srv.latency_s > 0:
+                srv.sleep(srv.latency_s)
+            self._respond(fault, body, content, sha, occ, auth)
+
+        def _respond(self, fault: str, body: dict[str, Any], content: str, sha: str, occ: int, auth: str) -> None:
+            if fault == "timeout":
+                srv.sleep(srv.timeout_sleep_s)
+                self.close_connection = True
+                return
+            if fault in ("429", "503"):
+                self._error(int(fault), "capacity exceeded, retry later", {"Retry-After": "0"})
+                return
+            if fault == "500":
+                self._error(500, "internal error")
+                return
+            if fault == "401":
+                self._error(401, "invalid API key")
+                return
+            if fault == "leak_key_error":
+                self._error(500, f"upstream failure; request carried {auth}")
+                return
+            if fault == "garbage_body":
+                self._send(200, b"<html>not json", ctype="application/json")
+                return
+            ans = srv.answer(content, body, sha, occ)
+            text: str | None = canonical_json(ans)
+            finish = "stop"
+            refusal = None
+            tool_calls = None
+            if fault == "invalid_json":
+                text = text[:-1] if text else "{"
+            elif fault == "off_menu":
+                text = canonical_json({k: "not-a-menu-label" for k in ans} or {"item_01": "not-a-menu-label"})
+            elif fault == "empty":
+                text = ""
+            elif fault == "leak_key":
+                text = f"my credentials are {auth}"
+            elif fault == "refusal":
+                text, refusal = None, "I cannot help with that."
+            elif fault == "length":
+                text, finish = (text or "")[:3], "length"
+            elif fault == "tool_call":
+                tool_calls = [{"id": "call_1", "type": "function",
+                               "function": {"name": "lookup", "arguments": "{}"}}]
+            model = srv.model or body.get("model", "fake")
+            if fault == "wrong_model":
+                model = "some-other-model"
+            headers = {}
+            if srv.echo_input:
+                headers["x-input-sha256"] = ("0" * 64) if fault == "echo_mismatch" else sha
+            if body.get("reasoning_effort") is not None:
+                headers["x-reasoning-effort"] = str(body["reasoning_effort"])
+            n_in = max(1, len(content) // 4)
+            n_out = max(1, len(text or "") // 4)
+            payload = {
+                "id": f"chatcmpl-{sha[:12]}-{occ}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "service_tier": srv.service_tier, "system_fingerprint": "fp_fake",
+                "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                             "message": {"role": "assistant", "content": text, "refusal": refusal,
+                                         **({"tool_calls": tool_calls} if tool_calls else {})}}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out + 3, "total_tokens": n_in + n_out + 3,
+                          "prompt_tokens_details": {"cached_tokens": n_in // 2},
+                          "completion_tokens_details": {"reasoning_tokens": 3}},
+            }
+            self._send(200, json.dumps(payload).encode(), headers)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m replaylens.llm --latency 0.1``: serve until killed; prints the base URL first."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description="fault-injecting fake OpenAI-compatible server (127.0.0.1)")
+    ap.add_argument("--latency", type=float, default=0.0)
+    ap.add_argument("--rule", default="mean")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--fault", action="append", default=[], metavar="NAME=P", help="fault probability, repeatable")
+    args = ap.parse_args(argv)
+    faults = {k: float(v) for k, _, v in (f.partition("=") for f in args.fault)}
+    srv = FakeOpenAIServer(rule=args.rule, latency_s=args.latency, faults=faults, seed=args.seed,
+                           api_key=args.api_key).start()
+    print(srv.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()
+        sys.stdout.flush()
