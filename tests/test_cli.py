@@ -189,3 +189,23 @@ def test_reproduce_markdown_is_generated_from_the_json_rows(tmp_path: Path) -> N
     assert f"**{len(rows)} compared cells: {len(rows)} match, 0 differ, 0 n/a.**" in text
     for r in rows:
         assert f"| {r['table']} | {r['row']} | {r['column']} |" in text
+
+
+def test_audit_agent_llm_with_a_scripted_model(tmp_path: Path, demo_dir: Path) -> None:
+    out = tmp_path / "llm-run"
+    args = ["audit", *_inputs(demo_dir), "--agent", "llm", "--model", "scripted/mean", "--repeats", "2",
+            "--cells", "value,pair", "--maps", "1032", "--resamples", "200", "--out", str(out)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    rows = {r["cell"]: r for r in s["rows"]}
+    assert rows["value"]["action_readout"].startswith("T_gr")
+    assert rows["pair"]["n_changed"] == 0  # the Mean rule ignores where intact pairs sit
+    attempts = (out / "llm" / "attempts.jsonl").read_text().splitlines()
+    assert len(attempts) >= 2 * 4 * 3 * 4  # every decision is a journaled request (streams x strata x tasks)
+    # a rerun resumes from the journals: no new attempts
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert (out / "llm" / "attempts.jsonl").read_text().splitlines() == attempts
+    bad = CliRunner().invoke(cli, ["audit", *_inputs(demo_dir), "--agent", "mean", "--model", "scripted/mean",
+                                   "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "--model is only used with --agent llm" in bad.stderr

