@@ -233,29 +233,48 @@ def _parse_params(items: tuple[str, ...]) -> dict[str, Any]:
 
 @cli.command()
 @click.option("--out", default="replaylens-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--agent", "agent_spec", default="mean", show_default=True,
-              help="Agent to audit on the built-in bandit (a built-in name or module:factory).")
+@click.option("--agent", "agent_spec", default=None,
+              help="Agent to audit on the built-in bandit (a built-in name or module:factory). Default: the "
+                   "embedded model when installed, else the scripted Mean rule.")
+@click.option("--scripted", is_flag=True, help="Use the scripted Mean agent even if the embedded model is installed.")
 @click.option("--streams", default=16, show_default=True, type=click.IntRange(min=2))
 @_with_audit_options
 @_user_errors
-def demo(out: Path, agent_spec: str, streams: int, cells: str, maps: str | None, seed: int, draws: int,
-         repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
+         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     from ..agents import load_agent
     from ..records import write_evaluator, write_futures, write_history
     from ..substrates import make_bandit
 
-    sub = make_bandit(n_streams=streams)
+    n_future = 16
+    embedded = None
+    if agent_spec is None and not scripted:
+        from ..llm import embedded_model_path, llama_available
+
+        embedded = embedded_model_path() if llama_available() else None
+    if embedded is not None:
+        from ..llm import make_agent
+
+        # a small design so the local model answers every request in about a minute on 2 cores
+        streams, n_future, repeats = min(streams, 4), 2, max(repeats, 2)
+        cells, maps = "value,pair,rename", maps or "1032"
+        agent = make_agent(f"local/{embedded}", run_dir=str(out / "llm"), namespace="AD", seed=seed)
+        label = "the embedded SmolLM2-135M-Instruct model (llama-cpp-python)"
+    else:
+        agent = load_agent(agent_spec or "mean")
+        label = f"the scripted '{agent.name}' agent" + ("" if agent_spec else
+                                                         " (the embedded model is not installed)")
+    sub = make_bandit(n_streams=streams, n_future=n_future)
     inputs = out / "inputs"
     hp = write_history(sub.history, inputs / "history.jsonl")
     fp = write_futures(sub.futures, inputs / "future.jsonl")
     up = write_evaluator(sub.evaluator, inputs / "utilities.jsonl")
-    agent = load_agent(agent_spec)
     if not quiet:
-        click.echo(f"demo: auditing the scripted '{agent.name}' agent on the built-in 4-arm bandit "
-                   f"({streams} streams); inputs in {inputs}")
-    args = {"agent": agent_spec, "streams": streams, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
-            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+        click.echo(f"demo: auditing {label} on the built-in 4-arm bandit ({streams} streams); inputs in {inputs}")
+    args = {"agent": agent.name if embedded is None else "local/embedded", "streams": streams, "cells": cells,
+            "maps": maps, "seed": seed, "draws": draws, "repeats": repeats, "resamples": resamples, "level": level,
+            "path": path_}
     _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
                arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
