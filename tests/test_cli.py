@@ -209,3 +209,20 @@ def test_audit_agent_llm_with_a_scripted_model(tmp_path: Path, demo_dir: Path) -
     bad = CliRunner().invoke(cli, ["audit", *_inputs(demo_dir), "--agent", "mean", "--model", "scripted/mean",
                                    "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--model is only used with --agent llm" in bad.stderr
+
+
+def test_data_example_then_audit_on_measured_outcomes(tmp_path: Path, public_data_dir: Path) -> None:
+    ex = tmp_path / "example"
+    res = CliRunner().invoke(cli, ["data", "example", "--out", str(ex), "--streams", "3", "--data-dir",
+                                   str(public_data_dir)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "audit"
+    res = CliRunner().invoke(cli, [
+        "audit", "--history", str(ex / "history.jsonl"), "--future", str(ex / "future.jsonl"),
+        "--utilities", str(ex / "utilities.jsonl"), "--agent", "replaylens.controllers:ocrr_agent",
+        "--cells", "value,pair", "--resamples", "200", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "reordering intact records (pair)" in res.output
+    res = CliRunner().invoke(cli, ["data", "example", "--out", str(tmp_path / "e2"), "--data-dir",
+                                   str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "replaylens data fetch" in res.stderr

@@ -460,6 +460,24 @@ def data_fetch(datasets: tuple[str, ...], all_: bool, data_dir: Path | None, sou
         click.echo(f"{name}: {path} (sha256 {file_sha256(path)} verified)")
 
 
+@data.command("example")
+@click.option("--out", default="public-example", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--streams", default=8, show_default=True, type=click.IntRange(min=2))
+@click.option("--agent", "agent_name", type=click.Choice(["ocrr", "ucb1"]), default="ocrr", show_default=True,
+              help="Controller whose closed-loop log becomes the example history.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@_user_errors
+def data_example(out: Path, streams: int, agent_name: str, data_dir: Path | None) -> None:
+    """Write a small audit example on real measured outcomes (history, future tasks, utilities)."""
+    from ..experiments.public_data import write_example
+
+    paths = write_example(out, n_streams=streams, agent=agent_name, data_dir=data_dir)
+    for role, p in paths.items():
+        click.echo(f"{role}: {p}")
+    click.echo(f"audit it with: replaylens audit --history {paths['history']} --future {paths['future']} "
+               f"--utilities {paths['utilities']} --agent replaylens.controllers:ocrr_agent --out runs/public")
+
+
 @data.command("status")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @_user_errors
