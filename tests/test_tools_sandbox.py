@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replaylens.tools import SandboxLimits, TestCase, run_candidate
+
+ONE = [TestCase((1,), 2)]
+
+
+def test_clean_candidate_counts_passes() -> None:
+    r = run_candidate("def f(x):\n    return x + 1\n", "f", [TestCase((1,), 2), TestCase((2,), 4)])
+    assert (r.status, r.passed, r.total) == ("ok", 1, 2)
+
+
+@pytest.mark.parametrize("body, expect", [
+    ("def f(x):\n    while True:\n        pass\n", "timeout"),
+    ("def f(x):\n    a = [0] * (10 ** 10)\n    return x + 1\n", "error:MemoryError"),
+    ("import os\ndef f(x):\n    while True:\n        os.fork()\n", "violation"),
+    ("import socket\ndef f(x):\n    socket.create_connection(('127.0.0.1', 80))\n    return x + 1\n", "violation"),
+    ("import _socket\ndef f(x):\n    _socket.socket()\n    return x + 1\n", "violation"),
+])
+def test_escapes_are_contained_and_recorded_as_failed(body: str, expect: str) -> None:
+    r = run_candidate(body, "f", ONE, SandboxLimits(per_test_s=1.0))
+    assert r.failed and r.passed == 0
+    assert expect in (r.status, *r.per_test)
+
+
+def test_write_outside_directory_is_blocked(tmp_path: Path) -> None:
+    target = tmp_path / "escape.txt"
+    r = run_candidate(f"def f(x):\n    open({str(target)!r}, 'w').write('x')\n    return x + 1\n", "f", ONE)
+    assert r.failed and r.status == "violation" and not target.exists()
+
+
+def test_reading_the_hidden_test_file_fails(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden_tests.json"
+    hidden.write_text('{"secret": 1}')
+    r = run_candidate(f"def f(x):\n    return len(open({str(hidden)!r}).read())\n", "f", [TestCase((1,), 13)])
+    assert r.failed and r.status == "violation" and any("hidden_tests.json" in v for v in r.violations)
+
+
+def test_file_size_limit_and_private_directory_writes() -> None:
+    r = run_candidate("def f(x):\n    open('big.bin', 'wb').write(b'0' * (4 << 20))\n    return x + 1\n", "f", ONE,
+                      SandboxLimits(file_bytes=1 << 20))
+    assert r.failed
+    ok = run_candidate("def f(x):\n    open('note.txt', 'w').write('x')\n    return x + 1\n", "f", ONE)
+    assert ok.status == "ok" and ok.passed == 1
+
+
+def test_type_strict_comparison() -> None:
+    assert run_candidate("def f(x):\n    return x > 0\n", "f", ONE).passed == 0
