@@ -15,7 +15,7 @@ from replaylens.cli._main import cli
 from replaylens.replay import DECISION_COLUMNS
 from replaylens.report import load_results
 
-FAST = ["--resamples", "500", "--streams", "4"]
+FAST = ["--resamples", "500", "--streams", "4", "--scripted"]
 
 
 @pytest.fixture(scope="module")

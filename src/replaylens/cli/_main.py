@@ -245,7 +245,7 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     from ..agents import load_agent
     from ..records import write_evaluator, write_futures, write_history
-    from ..substrates import make_bandit
+    from ..substrates import BANDIT_ARMS, make_bandit
 
     n_future = 16
     embedded = None
@@ -256,10 +256,11 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     if embedded is not None:
         from ..llm import make_agent
 
-        # a small design so the local model answers every request in about a minute on 2 cores
-        streams, n_future, repeats = min(streams, 4), 2, max(repeats, 2)
+        # a tiny design: the local model reads every prompt on the CPU (seconds per request on 2 cores)
+        streams, n_future = min(streams, 2), 1
         cells, maps = "value,pair,rename", maps or "1032"
-        agent = make_agent(f"local/{embedded}", run_dir=str(out / "llm"), namespace="AD", seed=seed)
+        agent = make_agent(f"local/{embedded}", run_dir=str(out / "llm"), namespace="AD", seed=seed,
+                           actions=list(BANDIT_ARMS), budget=None)
         label = "the embedded SmolLM2-135M-Instruct model (llama-cpp-python)"
     else:
         agent = load_agent(agent_spec or "mean")

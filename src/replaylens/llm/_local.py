@@ -71,7 +71,10 @@ class LlamaCppBackend(Backend):
                 raise ConfigError("local models need llama-cpp-python: pip install 'replaylens[local]'") from None
             if not Path(path).is_file():
                 raise ConfigError(f"no local model file at {path!r} (weights are never downloaded)")
-            llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, seed=seed, logits_all=False, verbose=False)
+            import os
+
+            llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, seed=seed, logits_all=False, verbose=False,
+                                    n_threads=max(1, os.cpu_count() or 1))
         self.llm = llama
         self.settings = ModelSettings("local", f"local/{path}", params={"readout": "greedy single-token"})
         self._lock = threading.Lock()
@@ -86,6 +89,15 @@ class LlamaCppBackend(Backend):
             self._single[token] = int(ids[0])
         return self._single[token]
 
+    def _last_logits(self) -> np.ndarray:
+        """Next-token logits after ``eval`` (recent llama-cpp-python keeps them only in the context unless
+        ``logits_all``; older versions mirror them into ``scores``)."""
+        ctx = getattr(self.llm, "_ctx", None)
+        if ctx is not None and hasattr(ctx, "get_logits") and not getattr(self.llm, "_logits_all", False):
+            n_vocab = int(self.llm.n_vocab())
+            return np.ctypeslib.as_array(ctx.get_logits(), shape=(n_vocab,)).astype(np.float64)
+        return np.asarray(self.llm.scores[self.llm.n_tokens - 1], dtype=np.float64)
+
     def _decide(self, request: Request) -> tuple[str, int]:
         answers: dict[str, str] = {}
         n_in = 0
@@ -96,7 +108,7 @@ class LlamaCppBackend(Backend):
                 n_in += len(ids)
                 self.llm.reset()
                 self.llm.eval(ids)
-                logits = np.asarray(self.llm.scores[self.llm.n_tokens - 1], dtype=np.float64)
+                logits = self._last_logits()
             answers[item_key(i)] = dec.enum[int(np.argmax(logits[cand]))]
         return canonical_json(answers), n_in
 
