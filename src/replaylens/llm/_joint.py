@@ -107,6 +107,10 @@ class JointDesign:
     domains: Mapping[str, str] = field(default_factory=lambda: dict(PAPER_DOMAINS))
     contexts: Mapping[str, str] = field(default_factory=lambda: dict(PAPER_CONTEXTS))
     template: PromptTemplate = field(default_factory=PromptTemplate)
+    state_off: bool = False
+    """Empty-ledger state-off comparator (partB §10): records are removed before serialization and no
+    cell map is applied, so every (form, cell) of a stream and namespace sends byte-identical prompts;
+    each is still a separate fresh call (its repeat key names the stream, form and cell)."""
 
     def __post_init__(self) -> None:
         n = len(self.actions)
@@ -176,10 +180,11 @@ class JointDesign:
              omega: LabelMap) -> tuple[PromptItem, ItemDecoder]:
         n = len(self.actions)
         toks = resolve_namespace(namespace).tokens(n) or self.labels
-        lam_h = omega if cell[0] == "1" else identity(n)
-        lam_a = omega if cell[1] == "1" else identity(n)
+        lam_h = omega if cell[0] == "1" and not self.state_off else identity(n)
+        lam_a = omega if cell[1] == "1" and not self.state_off else identity(n)
         rows = tuple(MenuRow(toks[lam_a.images[a]], desc) for a, desc in enumerate(self.actions.values()))
-        recs = tuple(ShownRecord(toks[lam_h.images[a]], u) for a, u in self.form_records(b, form))
+        recs = () if self.state_off else tuple(ShownRecord(toks[lam_h.images[a]], u)
+                                               for a, u in self.form_records(b, form))
         item = PromptItem(domain=self.domains.get(b.family, b.family), context=self.contexts.get(b.context, b.context),
                           phase="future", index=b.query_index, menu=rows, records=recs)
         decode = {toks[lam_a.images[a]]: self.labels[a] for a in range(n)}
@@ -199,8 +204,9 @@ class JointDesign:
                         meta = {"stream": s, "omega": om[s].name, "namespace": ns, "form": form, "cell": cell,
                                 "blocks": [[b.family, b.context] for b in blocks]}
                         for r in range(self.repeats):
+                            key: int | str = f"{s}/{form}/{cell}/{r}" if self.state_off else r
                             out.append(make_request(prompt, [p[1] for p in pairs], settings_digest=settings_digest,
-                                                    repeat=r, meta={**meta, "repeat": r},
+                                                    repeat=key, meta={**meta, "repeat": r},
                                                     system=self.template.system))
         return out
 
@@ -209,7 +215,8 @@ class JointDesign:
         return len(self.streams) * len(self.namespaces) * len(self.forms) * len(self.cells) * self.repeats
 
     def to_dict(self) -> dict[str, Any]:
-        return {"actions": dict(self.actions), "namespaces": list(self.namespaces), "forms": list(self.forms),
+        extra: dict[str, Any] = {"state_off": True} if self.state_off else {}
+        return {**extra, "actions": dict(self.actions), "namespaces": list(self.namespaces), "forms": list(self.forms),
                 "cells": list(self.cells), "repeats": self.repeats, "maps": [list(m.images) for m in self.maps],
                 "seed": self.seed, "domains": dict(self.domains), "contexts": dict(self.contexts),
                 "template_sha256": self.template.sha256(),
