@@ -1,0 +1,18 @@
+"""The synthetic-substrate reproductions: every exact (tolerance 0) comparison must match."""
+
+from __future__ import annotations
+
+import pytest
+
+from replaylens.experiments import all_reproductions
+
+
+@pytest.mark.parametrize("name", ["endpoint-witness", "diagnostic-dominance"])
+def test_exact_rows_match(name: str) -> None:
+    rows = all_reproductions()[name].run()
+    exact = [r for r in rows if r.tolerance == 0.0]
+    assert exact, "these reproductions have exact structural rows"
+    bad = [(r.row, r.column, r.paper, r.ours) for r in exact if r.status != "match"]
+    assert not bad
+    # every row names the paper's value next to ours and a status
+    assert all(r.status in ("match", "differs", "n/a") for r in rows)
