@@ -226,3 +226,22 @@ def test_data_example_then_audit_on_measured_outcomes(tmp_path: Path, public_dat
     res = CliRunner().invoke(cli, ["data", "example", "--out", str(tmp_path / "e2"), "--data-dir",
                                    str(tmp_path / "empty")])
     assert res.exit_code == 2 and "replaylens data fetch" in res.stderr
+
+
+def test_reanalyze_and_llm_validate_commands(tmp_path: Path) -> None:
+    from replaylens.tools import DebugRun, build_suite
+
+    run = DebugRun(tmp_path / "run", build_suite(11, families=("sign",), instances=(2,)), seed=3)
+    run.freeze_manifest()
+    run.acquire()
+    run.seal()
+    run.score()
+    export = run.export(tmp_path / "export.json")
+    res = CliRunner().invoke(cli, ["reanalyze", str(export), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["n_trajectories"] == 1 * 4 * 2
+    res = CliRunner().invoke(cli, ["reanalyze", str(tmp_path / "nope.json")])
+    assert res.exit_code == 2
+    res = CliRunner().invoke(cli, ["llm", "validate", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "is not a ReplayLens LLM run directory" in res.stderr
