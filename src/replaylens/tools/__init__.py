@@ -28,3 +28,29 @@ __all__ = [
     "analyze", "build_suite", "condition_view", "make_instance", "reanalyze", "rename_id", "run_candidate",
     "same_value",
 ]
+
+from ._planning import (  # sequential experiment planning (C4)
+    CONFIGS,
+    FACTORS,
+    PLAN_CONDITIONS,
+    PlanningRun,
+    PlanningSession,
+    PlanningSuite,
+    PlanningTask,
+    PlanRow,
+    ScriptedPlanner,
+    analyze_planning,
+    build_planning_suite,
+    config_settings,
+    crn_equivariance,
+    planning_view,
+    reanalyze_planning,
+    reference_choices,
+    tool_schemas,
+)
+
+__all__ += [
+    "CONFIGS", "FACTORS", "PLAN_CONDITIONS", "PlanRow", "PlanningRun", "PlanningSession", "PlanningSuite",
+    "PlanningTask", "ScriptedPlanner", "analyze_planning", "build_planning_suite", "config_settings",
+    "crn_equivariance", "planning_view", "reanalyze_planning", "reference_choices", "tool_schemas",
+]
