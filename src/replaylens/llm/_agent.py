@@ -283,6 +283,7 @@ def make_agent(
     mode: str = "online",
     offline: bool = False,
     ledger: str = "block",
+    local_readout: str = "logits",
 ) -> Agent:
     """Factory for ``load_agent("replaylens.llm:make_agent", {...})`` / ``--agent replaylens.llm:make_agent``.
 
@@ -291,10 +292,20 @@ def make_agent(
     = probability of a seeded random answer) or ``local/PATH.gguf``.  ``run_dir`` holds the
     provenance (manifest, plan, attempts); rerunning the same audit resumes from it and a finished
     run is re-analysed with zero model calls.  ``template`` is a JSON prompt-template file.
+    ``local_readout`` (``local/`` models only): ``"logits"`` (one forward pass, argmax over the menu
+    tokens' logits) or ``"grammar"`` (greedy generation constrained to the menu tokens by a GBNF grammar).
     """
-    backend = make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
-                           reasoning_effort=reasoning_effort, service_tier=service_tier, params=params,
-                           structured=structured, accept_models=tuple(accept_models), noise=noise, seed=seed)
+    if model.startswith("local/"):
+        from ._local import LlamaCppBackend
+
+        backend: Backend = LlamaCppBackend(model.partition("/")[2], seed=seed, readout=local_readout)
+    elif local_readout != "logits":
+        raise ConfigError(f"local_readout applies to local/PATH models only; got model {model!r}")
+    else:
+        backend = make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+                               reasoning_effort=reasoning_effort, service_tier=service_tier, params=params,
+                               structured=structured, accept_models=tuple(accept_models), noise=noise,
+                               seed=seed)
     tpl = PromptTemplate.from_file(template) if template else PromptTemplate()
     tpl = tpl.with_budget(budget)
     acq = AcquireSettings(concurrency=concurrency, timeout_s=timeout_s, retries=retries,
@@ -305,6 +316,8 @@ def make_agent(
             "reasoning_effort": reasoning_effort, "service_tier": service_tier, "params": dict(params or {}),
             "structured": structured, "noise": noise, "seed": seed, "mode": mode,
             "actions": None if actions is None else (dict(actions) if isinstance(actions, Mapping) else list(actions))}
+    if model.startswith("local/"):
+        spec["local_readout"] = local_readout
     llm = LLMAgent(backend, run_dir, namespace=namespace, actions=actions, domains=domains, contexts=contexts,
                    template=tpl, acquire=acq, seed=seed, mode=mode, offline=offline, ledger=ledger,
                    name=f"llm({model})", spec=spec)

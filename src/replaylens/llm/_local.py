@@ -1,15 +1,25 @@
-"""Optional embedded local model (llama-cpp-python, the ``local`` extra): greedy single-token readout.
+"""Optional embedded local model (llama-cpp-python, the ``local`` extra): logit readout or constrained generation.
 
-As in the paper's Qwen bridge (partB §5.5), the prompt of each item stops at its answer prefix, the
-next-token logits of the menu tokens' single-token continuations (``" " + token``) are compared, and
-the argmax is the answer; no generated text is ever read.  Tokens that are not single tokens are a
-configuration error (pick a namespace whose tokens are).  Weights are loaded from a local path only.
+Each prompt item is asked on its own.  Its text (from ``=== Item`` to the answer prefix) becomes the
+user turn of the model's own chat template (the GGUF's ``tokenizer.chat_template``; instruct models
+such as SmolLM2-135M-Instruct are trained on it) and the assistant turn is pre-filled with
+``Answer:``, so the answer is the next token ``" " + token``.  ``prompt_format="raw"`` feeds the item
+text as plain completion text instead (also the fallback for a model without a chat template).
+
+``readout="logits"`` (default; the paper's Qwen bridge, partB §5.5) evaluates that prompt once and
+takes the argmax of the menu tokens' single-token continuations; no text is generated.
+``readout="grammar"`` generates the answer greedily (temperature 0) under a GBNF grammar that admits
+only ``" " + token`` for the item's menu tokens, and the generated text is the answer.  Tokens that
+are not single tokens are a configuration error for the logit readout (pick a namespace whose
+tokens are).  Weights are loaded from a local path only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +30,14 @@ from ._backends import Backend
 from ._serialize import canonical_json, item_key
 from ._types import Completion, ModelSettings, Request
 
-__all__ = ["LlamaCppBackend", "embedded_model_path", "llama_available", "split_items"]
+__all__ = ["LlamaCppBackend", "READOUTS", "PROMPT_FORMATS", "answer_grammar", "embedded_model_path",
+           "llama_available", "split_items"]
 
 
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+READOUTS = ("logits", "grammar")
+PROMPT_FORMATS = ("chat", "raw")
+ANSWER_PREFIX = "Answer:"
 
 
 def llama_available() -> bool:
@@ -53,17 +67,36 @@ def split_items(prompt: str) -> list[str]:
     parts = prompt.split("=== Item ")[1:]
     out = []
     for p in parts:
-        end = p.find("\nAnswer:")
+        end = p.find("\n" + ANSWER_PREFIX)
         if end < 0:
             raise ConfigError("local readout needs items that end with the answer prefix 'Answer:'")
-        out.append("=== Item " + p[: end + len("\nAnswer:")])
+        out.append("=== Item " + p[: end + 1 + len(ANSWER_PREFIX)])
     return out
 
 
-class LlamaCppBackend(Backend):
-    """A GGUF model through ``llama_cpp.Llama``; one model instance, calls serialized by a lock."""
+def answer_grammar(tokens: Sequence[str]) -> str:
+    """GBNF admitting exactly ``" " + token`` for one of ``tokens`` (the continuation of ``Answer:``)."""
+    if not tokens:
+        raise ConfigError("an item needs at least one menu token")
+    # JSON string escapes (\", \\, \n, \uXXXX) are valid GBNF literal escapes
+    return "root ::= \" \" (" + " | ".join(json.dumps(t, ensure_ascii=True) for t in tokens) + ")\n"
 
-    def __init__(self, path: str, *, seed: int = 0, n_ctx: int = 4096, llama: Any = None) -> None:
+
+class LlamaCppBackend(Backend):
+    """A GGUF model through ``llama_cpp.Llama``; one model instance, calls serialized by a lock.
+
+    ``readout``: ``"logits"`` (one forward pass, argmax over the menu tokens) or ``"grammar"``
+    (greedy generation constrained to the menu tokens).  ``prompt_format``: ``"chat"`` (the model's
+    chat template, assistant turn pre-filled with ``Answer:``) or ``"raw"`` (the item text as is).
+    Both are part of the model settings, so they enter every request id.
+    """
+
+    def __init__(self, path: str, *, seed: int = 0, n_ctx: int = 4096, llama: Any = None,
+                 readout: str = "logits", prompt_format: str = "chat", n_threads: int | None = None) -> None:
+        if readout not in READOUTS:
+            raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}")
+        if prompt_format not in PROMPT_FORMATS:
+            raise ConfigError(f"prompt_format must be one of {PROMPT_FORMATS}; got {prompt_format!r}")
         if llama is None:
             try:
                 import llama_cpp
@@ -74,11 +107,49 @@ class LlamaCppBackend(Backend):
             import os
 
             llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, seed=seed, logits_all=False, verbose=False,
-                                    n_threads=max(1, os.cpu_count() or 1))
+                                    n_threads=n_threads or max(1, os.cpu_count() or 1))
         self.llm = llama
-        self.settings = ModelSettings("local", f"local/{path}", params={"readout": "greedy single-token"})
+        self.readout = readout
+        self.seed = int(seed)
+        self._chat = self._chat_formatter() if prompt_format == "chat" else None
+        self.prompt_format = "chat" if self._chat is not None else "raw"
+        self.settings = ModelSettings("local", f"local/{path}",
+                                      params={"readout": readout, "prompt_format": self.prompt_format})
         self._lock = threading.Lock()
         self._single: dict[str, int] = {}
+        self._grammars: dict[tuple[str, ...], Any] = {}
+        self.last_generated: list[str] = []  # grammar readout: the raw generated text of each item of the last call
+
+    # ------------------------------------------------------------------ prompt
+
+    def _chat_formatter(self) -> Any:
+        """The GGUF's own chat template (Jinja), or None when the model has none (then the raw format)."""
+        meta = getattr(self.llm, "metadata", None) or {}
+        tpl = meta.get("tokenizer.chat_template")
+        if not tpl:
+            return None
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def tok(key: str) -> str:
+            i = meta.get(key)
+            return "" if i is None else self.llm.detokenize([int(i)], special=True).decode("utf-8", "replace")
+
+        return Jinja2ChatFormatter(template=tpl, eos_token=tok("tokenizer.ggml.eos_token_id"),
+                                   bos_token=tok("tokenizer.ggml.bos_token_id"), add_generation_prompt=True)
+
+    def item_prompt(self, text: str, system: str | None) -> str:
+        """The model input of one item (``text`` from :func:`split_items`), ending at the answer prefix."""
+        if self._chat is None:
+            return text
+        body = text[: -len(ANSWER_PREFIX)].rstrip("\n")
+        msgs = ([] if system is None else [{"role": "system", "content": system}]) + [{"role": "user", "content": body}]
+        return str(self._chat(messages=msgs).prompt) + ANSWER_PREFIX
+
+    def _tokenize(self, prompt: str) -> list[int]:
+        # special=True: the chat template's control tokens (<|im_start|> ...) are single special tokens
+        return list(self.llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=self._chat is not None))
+
+    # ------------------------------------------------------------------ readouts
 
     def _token_id(self, token: str) -> int:
         if token not in self._single:
@@ -98,22 +169,56 @@ class LlamaCppBackend(Backend):
             return np.ctypeslib.as_array(ctx.get_logits(), shape=(n_vocab,)).astype(np.float64)
         return np.asarray(self.llm.scores[self.llm.n_tokens - 1], dtype=np.float64)
 
-    def _decide(self, request: Request) -> tuple[str, int]:
+    def _make_grammar(self, text: str) -> Any:
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        return LlamaGrammar.from_string(text, verbose=False)
+
+    def _grammar(self, enum: Sequence[str]) -> Any:
+        key = tuple(enum)
+        if key not in self._grammars:
+            self._grammars[key] = self._make_grammar(answer_grammar(key))
+        return self._grammars[key]
+
+    def logit_answer(self, ids: list[int], enum: Sequence[str]) -> str:
+        """Caller holds the lock: one forward pass, argmax over the menu tokens' next-token logits."""
+        cand = [self._token_id(t) for t in enum]
+        self.llm.reset()
+        self.llm.eval(ids)
+        logits = self._last_logits()
+        return enum[int(np.argmax(logits[cand]))]
+
+    def grammar_answer(self, ids: list[int], enum: Sequence[str]) -> str:
+        """Caller holds the lock: greedy generation under the menu grammar; the raw generated text."""
+        grammar = self._grammar(enum)
+        self.llm.reset()  # no prefix reuse from the previous item: every decision pays its own prompt pass
+        out = self.llm.create_completion(ids, max_tokens=max(4, 2 + max(len(t) for t in enum)), temperature=0.0,
+                                         top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed,
+                                         grammar=grammar)
+        return str(out["choices"][0]["text"])
+
+    def _decide(self, request: Request) -> tuple[str, int, int]:
         answers: dict[str, str] = {}
-        n_in = 0
+        generated: list[str] = []
+        n_in = n_out = 0
         for i, (text, dec) in enumerate(zip(split_items(request.prompt), request.decoders, strict=True)):
-            with self._lock:  # one model instance: tokenize, evaluate and read the logits atomically
-                cand = [self._token_id(t) for t in dec.enum]
-                ids = self.llm.tokenize(text.encode("utf-8"), add_bos=True)
+            with self._lock:  # one model instance: tokenize, evaluate and read out atomically
+                ids = self._tokenize(self.item_prompt(text, request.system))
                 n_in += len(ids)
-                self.llm.reset()
-                self.llm.eval(ids)
-                logits = self._last_logits()
-            answers[item_key(i)] = dec.enum[int(np.argmax(logits[cand]))]
-        return canonical_json(answers), n_in
+                if self.readout == "logits":
+                    answers[item_key(i)] = self.logit_answer(ids, dec.enum)
+                    n_out += 1
+                else:
+                    raw = self.grammar_answer(ids, dec.enum)
+                    generated.append(raw)
+                    n_out += len(self.llm.tokenize(raw.encode("utf-8"), add_bos=False)) if raw else 0
+                    # the generated label as is: anything outside the menu fails validation (never imputed)
+                    answers[item_key(i)] = raw[1:] if raw.startswith(" ") else raw
+        self.last_generated = generated
+        return canonical_json(answers), n_in, n_out
 
     async def complete(self, request: Request, timeout: float) -> Completion:
-        text, n_in = await asyncio.to_thread(self._decide, request)
+        text, n_in, n_out = await asyncio.to_thread(self._decide, request)
         return Completion(text=text, model=self.settings.model, finish_reason="stop",
-                          usage={"input_tokens": n_in, "cached_input_tokens": 0, "output_tokens": request.n_items,
+                          usage={"input_tokens": n_in, "cached_input_tokens": 0, "output_tokens": n_out,
                                  "reasoning_tokens": 0})
