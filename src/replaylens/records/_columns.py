@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -273,10 +273,3 @@ class Field:
             return json.dumps(v, sort_keys=True, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise self.err(i, name, f"not JSON-serializable ({exc})") from None
-
-
-def unknown_columns(table: RawTable, allowed: set[str], check: Callable[[int, str], InputError]) -> None:
-    for i, row in enumerate(table.rows):
-        for k in row:
-            if k not in allowed:
-                raise check(i, k)
