@@ -7,18 +7,11 @@ settings.load_profile("ci")
 
 
 import shutil  # noqa: E402
-import socket  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-
-def _registry_reachable() -> bool:
-    try:
-        with socket.create_connection(("pypi.org", 443), timeout=5):
-            return True
-    except OSError:
-        return False
+from _registry import registry_unreachable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +26,7 @@ def public_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             continue
         except DataError:
             pass
-        if name == "wine-red" and not _registry_reachable():
+        if name == "wine-red" and registry_unreachable() is not None:
             pytest.skip("wine-red is not cached and the package registry is unreachable")
         fetch(name, data_dir=d)
     return d

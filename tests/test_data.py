@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 import subprocess
 import sys
-import urllib.parse
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from _registry import registry_unreachable
 from replaylens.data import (
     DATASETS,
     ENV_VAR,
@@ -30,24 +28,6 @@ from replaylens.errors import ConfigError, InputError, ReplayLensError
 
 WINE_SHA = "3632ec04b3326f034c88a383282de6b4358ab931b452c2c366456b6200993d14"
 WINE_MEMBER = "dataprep/datasets/data/wine-quality-red.csv"
-
-
-def registry_unreachable() -> str | None:
-    """Why the package index cannot be reached (None when it can): a 5-second TCP probe."""
-    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/").split()[0]
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "file":
-        return None
-    host, port = parts.hostname or "pypi.org", parts.port or (443 if parts.scheme == "https" else 80)
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    if proxy:
-        p = urllib.parse.urlsplit(proxy)
-        host, port = p.hostname or host, p.port or 8080
-    try:
-        with socket.create_connection((host, port), timeout=5):
-            return None
-    except OSError as exc:
-        return f"package registry {host}:{port} unreachable ({exc})"
 
 
 @pytest.fixture(scope="module")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import urllib.parse
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import replaylens as rl
+from _registry import registry_unreachable
 from replaylens.data import DataError, fetch, load, verified_path
 from replaylens.errors import ConfigError
 from replaylens.records import check_inputs
@@ -29,24 +27,6 @@ from replaylens.substrates.public import (
 )
 
 SEED = 20260901
-
-
-def registry_unreachable() -> str | None:
-    """Why pypi.org (or $PIP_INDEX_URL) cannot be reached; None when a 5-second TCP probe succeeds."""
-    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/").split()[0]
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "file":
-        return None
-    host, port = parts.hostname or "pypi.org", parts.port or (443 if parts.scheme == "https" else 80)
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    if proxy:
-        p = urllib.parse.urlsplit(proxy)
-        host, port = p.hostname or host, p.port or 8080
-    try:
-        with socket.create_connection((host, port), timeout=5):
-            return None
-    except OSError as exc:
-        return f"package registry {host}:{port} unreachable ({exc})"
 
 
 @pytest.fixture(scope="module")
