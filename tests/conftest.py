@@ -1,17 +1,15 @@
-"""Shared pytest configuration: a deterministic hypothesis profile for CI."""
+"""Shared pytest configuration: a deterministic hypothesis profile for CI and the public-data fixture."""
 
+import shutil
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
+
+from _registry import registry_unreachable
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("ci")
-
-
-import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from _registry import registry_unreachable  # noqa: E402
 
 
 @pytest.fixture(scope="session")
