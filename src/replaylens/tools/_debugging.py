@@ -43,6 +43,65 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class SealedRunDirectory:
+    """Shared provenance of a sealed run directory: a manifest frozen before acquisition, append-only
+    attempts, and a choice seal (sha256 of the complete choice matrix) checked before any hidden score.
+
+    Subclasses provide ``root``, ``_clock``, ``validate()`` and ``_choice_list(selection)``.
+    """
+
+    root: Path
+    _clock: Callable[[], str]
+    released = "hidden scores"
+
+    def validate(self) -> dict[str, dict[str, Any]]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _choice_list(self, sel: dict[str, dict[str, Any]]) -> list[list[Any]]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _freeze(self, manifest: dict[str, Any]) -> str:
+        data = canonical(manifest)
+        path = self.root / "manifest.json"
+        if path.exists() and path.read_bytes() != data:
+            raise SealError("manifest.json is frozen and differs from this run's settings")
+        path.write_bytes(data)
+        (self.root / "manifest.sha256").write_text(sha256(data))
+        return sha256(data)
+
+    def manifest_sha(self) -> str:
+        path = self.root / "manifest.json"
+        if not path.exists():
+            raise SealError("no frozen manifest: call freeze_manifest() before acquisition")
+        h = sha256(path.read_bytes())
+        if (self.root / "manifest.sha256").read_text().strip() != h:
+            raise SealError("manifest.json changed after it was frozen")
+        return h
+
+    def attempts(self) -> list[dict[str, Any]]:
+        p = self.root / "attempts.jsonl"
+        return [json.loads(x) for x in p.read_text().splitlines() if x] if p.exists() else []
+
+    def _seal(self, choices: list[list[Any]], counts: dict[str, int]) -> str:
+        h = sha256(canonical(choices))
+        doc = {"choices": choices, "counts": counts, "manifest_sha256": self.manifest_sha(), "choices_sha256": h,
+               "sealed_at": self._clock()}
+        (self.root / "choice_seal.json").write_bytes(canonical(doc))
+        return h
+
+    def check_seal(self) -> dict[str, Any]:
+        p = self.root / "choice_seal.json"
+        if not p.exists():
+            raise SealError(f"no choice seal: {self.released} are released only after seal()")
+        seal = json.loads(p.read_text())
+        if seal["manifest_sha256"] != self.manifest_sha():
+            raise SealError("the seal was made under a different manifest")
+        now = sha256(canonical(self._choice_list(self.validate())))
+        if sha256(canonical(seal["choices"])) != seal["choices_sha256"] or now != seal["choices_sha256"]:
+            raise SealError("the recorded choices differ from the sealed choice matrix")
+        return dict(seal)
+
+
 @dataclass(frozen=True)
 class DebugTask:
     """Public part of one task: candidate sources by canonical index, display IDs, public tests, ledger."""
@@ -221,7 +280,7 @@ def source_hash(*objs: Any) -> str:
     return sha256(canonical([[Path(p).name, h] for p, h in parts]))
 
 
-class DebugRun:
+class DebugRun(SealedRunDirectory):
     """One acquisition run directory: manifest (frozen first), attempts, amendments, seal, score release."""
 
     def __init__(self, root: str | Path, suite: Suite, *, seed: int, repeats: int = 2,
@@ -257,22 +316,7 @@ class DebugRun:
             "analysis_sha256": source_hash(analyze),
             "retry_policy": "no retries; capacity replacements only under a recorded amendment",
         }
-        path = self.root / "manifest.json"
-        data = canonical(manifest)
-        if path.exists() and path.read_bytes() != data:
-            raise SealError("manifest.json is frozen and differs from this run's settings")
-        path.write_bytes(data)
-        (self.root / "manifest.sha256").write_text(sha256(data))
-        return sha256(data)
-
-    def manifest_sha(self) -> str:
-        path = self.root / "manifest.json"
-        if not path.exists():
-            raise SealError("no frozen manifest: call freeze_manifest() before acquisition")
-        h = sha256(path.read_bytes())
-        if (self.root / "manifest.sha256").read_text().strip() != h:
-            raise SealError("manifest.json changed after it was frozen")
-        return h
+        return self._freeze(manifest)
 
     # -- acquisition
     def _public(self, task: DebugTask, c: int) -> RunResult:
@@ -284,10 +328,6 @@ class DebugRun:
     def _append(self, rec: dict[str, Any]) -> None:
         with open(self.root / "attempts.jsonl", "ab") as fh:
             fh.write(canonical(rec) + b"\n")
-
-    def attempts(self) -> list[dict[str, Any]]:
-        p = self.root / "attempts.jsonl"
-        return [json.loads(x) for x in p.read_text().splitlines() if x] if p.exists() else []
 
     def _trajectory(self, req: dict[str, Any], kind: str, fail: bool) -> dict[str, Any]:
         task = next(t for t in self.suite.tasks if t.task_id == req["task"])
@@ -373,23 +413,7 @@ class DebugRun:
     def seal(self) -> str:
         sel = self.validate()
         choices = self._choice_list(sel)
-        h = sha256(canonical(choices))
-        doc = {"choices": choices, "counts": {"trajectories": len(sel), "events": len(choices)},
-               "manifest_sha256": self.manifest_sha(), "choices_sha256": h, "sealed_at": self._clock()}
-        (self.root / "choice_seal.json").write_bytes(canonical(doc))
-        return h
-
-    def check_seal(self) -> dict[str, Any]:
-        p = self.root / "choice_seal.json"
-        if not p.exists():
-            raise SealError("no choice seal: hidden scores are released only after seal()")
-        seal = json.loads(p.read_text())
-        if seal["manifest_sha256"] != self.manifest_sha():
-            raise SealError("the seal was made under a different manifest")
-        now = sha256(canonical(self._choice_list(self.validate())))
-        if sha256(canonical(seal["choices"])) != seal["choices_sha256"] or now != seal["choices_sha256"]:
-            raise SealError("the recorded choices differ from the sealed choice matrix")
-        return dict(seal)
+        return self._seal(choices, {"trajectories": len(sel), "events": len(choices)})
 
     def score(self, limits: SandboxLimits | None = None) -> dict[str, Any]:
         """Hidden scoring: refuses without a valid seal; loads the hidden file only here."""

@@ -20,7 +20,7 @@ from ..data import file_sha256, load, verified_path
 from ..errors import ConfigError
 from ..rng import derive_rng
 from ..substrates.public import ARMS, select_designs
-from ._debugging import ProtocolViolation, SealError, canonical, sha256, source_hash
+from ._debugging import ProtocolViolation, SealedRunDirectory, SealError, canonical, sha256, source_hash
 
 PLAN_CONDITIONS = ("aligned", "value", "pair", "rename")
 FACTORS: tuple[tuple[str, tuple[Any, ...]], ...] = (
@@ -420,9 +420,11 @@ def crn_equivariance(suite: PlanningSuite, planner: ScriptedPlanner, seed: int) 
 # ---------------------------------------------------------------- sealed run (C7)
 
 
-class PlanningRun:
+class PlanningRun(SealedRunDirectory):
     """Run directory: manifest (frozen first) → acquire (attempts.jsonl) → seal (choice matrix incl. references)
     → score (final-test file loaded only here, refuses without a valid seal) → export."""
+
+    released = "final-test utilities"
 
     def __init__(self, root: str | Path, suite: PlanningSuite, *, seed: int, repeats: int = 2,
                  planner: ScriptedPlanner | None = None, clock: Callable[[], str] | None = None) -> None:
@@ -458,26 +460,7 @@ class PlanningRun:
             "analysis_sha256": source_hash(analyze_planning),
             "retry_policy": "at most one format correction per trajectory (unused by the scripted planner)",
         }
-        data = canonical(manifest)
-        path = self.root / "manifest.json"
-        if path.exists() and path.read_bytes() != data:
-            raise SealError("manifest.json is frozen and differs from this run's settings")
-        path.write_bytes(data)
-        (self.root / "manifest.sha256").write_text(sha256(data))
-        return sha256(data)
-
-    def manifest_sha(self) -> str:
-        path = self.root / "manifest.json"
-        if not path.exists():
-            raise SealError("no frozen manifest: call freeze_manifest() before acquisition")
-        h = sha256(path.read_bytes())
-        if (self.root / "manifest.sha256").read_text().strip() != h:
-            raise SealError("manifest.json changed after it was frozen")
-        return h
-
-    def attempts(self) -> list[dict[str, Any]]:
-        p = self.root / "attempts.jsonl"
-        return [json.loads(x) for x in p.read_text().splitlines() if x] if p.exists() else []
+        return self._freeze(manifest)
 
     def acquire(self) -> None:
         """Every planned trajectory once, in the seeded schedule; one fresh generator per trajectory."""
@@ -526,25 +509,8 @@ class PlanningRun:
 
     def seal(self) -> str:
         choices = self._choice_list(self.validate())
-        h = sha256(canonical(choices))
-        doc = {"choices": choices, "counts": {"trajectories": len(self.plan),
-                                              "agent_decisions": sum(r[2] == "agent" for r in choices),
-                                              "rows": len(choices)},
-               "manifest_sha256": self.manifest_sha(), "choices_sha256": h, "sealed_at": self._clock()}
-        (self.root / "choice_seal.json").write_bytes(canonical(doc))
-        return h
-
-    def check_seal(self) -> dict[str, Any]:
-        p = self.root / "choice_seal.json"
-        if not p.exists():
-            raise SealError("no choice seal: final-test utilities are released only after seal()")
-        seal = json.loads(p.read_text())
-        if seal["manifest_sha256"] != self.manifest_sha():
-            raise SealError("the seal was made under a different manifest")
-        now = sha256(canonical(self._choice_list(self.validate())))
-        if sha256(canonical(seal["choices"])) != seal["choices_sha256"] or now != seal["choices_sha256"]:
-            raise SealError("the recorded choices differ from the sealed choice matrix")
-        return dict(seal)
+        return self._seal(choices, {"trajectories": len(self.plan),
+                                    "agent_decisions": sum(r[2] == "agent" for r in choices), "rows": len(choices)})
 
     def score(self) -> dict[str, Any]:
         """Final-test utility of every sealed choice and every initial configuration (loads the test file here only)."""
