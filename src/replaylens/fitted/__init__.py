@@ -25,6 +25,15 @@ from ._fit import (
     init_params,
     recurrent_loss_grad,
 )
+from ._interface import (
+    INTERFACE_FIT,
+    InterfaceEpisodes,
+    InterfaceFit,
+    fit_interface,
+    init_interface,
+    interface_loss_grad,
+    interface_scores,
+)
 from ._writers import (
     ARMS,
     RecurrentWriter,
@@ -41,11 +50,14 @@ from ._writers import (
 
 __all__ = [
     "ARMS",
+    "INTERFACE_FIT",
     "PAPER_FIT",
     "FeatureSource",
     "FitSettings",
     "FittedWriter",
     "FixedFeatures",
+    "InterfaceEpisodes",
+    "InterfaceFit",
     "Observations",
     "RecurrentWriter",
     "StreamFeatures",
@@ -59,9 +71,13 @@ __all__ = [
     "dense_agent",
     "fit_additive",
     "fit_associative",
+    "fit_interface",
     "fit_recurrent",
     "haar_orthogonal",
+    "init_interface",
     "init_params",
+    "interface_loss_grad",
+    "interface_scores",
     "observations",
     "online_commutative_agent",
     "recurrent_agent",
