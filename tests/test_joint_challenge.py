@@ -117,6 +117,8 @@ def test_noisy_agent_exercises_repeat_correction(world: PublicWorld, histories: 
     within = 0.5 * (ch.within("pair", "00") + ch.within("full", "00"))
     assert float((t + within).mean()) > 0.1 and abs(float(t.mean())) < 0.1
     assert 0 < float(ch.renaming_contrast().mean()) < 1
+    lo, hi = ch.main_effects_intervals()[("semantic", "full", "rekey")]
+    assert lo < ch.main_effects()[("semantic", "full", "rekey")] < hi  # noise gives a non-degenerate interval
 
 
 def test_reproductions_registered() -> None:
@@ -140,3 +142,82 @@ def test_state_off_comparator_is_byte_identical(world: PublicWorld, histories: j
             assert (off.t_gr(form, cell, "full", "00") == 0).all()
     # the designed (state-on) design is unchanged by the new flag
     assert jc.challenge_design(histories).requests("x")[0].request_id != reqs[0].request_id
+
+
+def test_subgroup_agreement_intervals_and_csv_export(world: PublicWorld, histories: jc.JointHistories,
+                                                     tmp_path: Path) -> None:
+    import csv
+
+    ch = jc.run_challenge(world, histories=histories)
+    groups = np.array(histories.group_of(), dtype=object).reshape(6, -1)
+    for g, r1, r2 in jc.GROUPS:
+        for form in jc.FORMS:
+            elig = ch.eligible(g, form).reshape(6, -1)
+            for rule in REFERENCE_RULES:
+                a, n = ch.group_agreement(g, rule, form)
+                assert n.tolist() == elig.sum(axis=1).tolist() and (elig <= (groups == g)).all()
+                assert np.isnan(a[n == 0]).all()
+                pooled, nb, ns = ch.group_agreement_pooled(g, rule, form)
+                assert nb == int(elig.sum()) and ns == int((n > 0).sum())
+                if nb == 0 or (form == "masked" and rule in ("mean", "sum", "best")):
+                    assert np.isnan(pooled).all()
+                    continue
+                # direct recomputation: average over the stream's eligible blocks and repeats, then over streams
+                f = jc.FORMS.index(form)
+                for k in range(2):
+                    per = [np.mean([ch.Y[s, k, f, 0, r, b] == ch.P[rule][s, k, f, 0, b]
+                                    for b in np.flatnonzero(elig[s]) for r in range(2)])
+                           for s in range(6) if elig[s].any()]
+                    assert np.allclose(a[n > 0, k], per) and pooled[k] == pytest.approx(np.mean(per))
+                if rule == "mean":
+                    assert (pooled == 1.0).all()
+                elif "mean" in (r1, r2) and rule in (r1, r2):
+                    assert (pooled == 0.0).all()  # the Mean agent never picks the disagreeing partner's winner
+    assert {g for g, _, _ in jc.GROUPS if ch.eligible(g, "masked").any()} <= {"g08"}
+    # main-effects intervals: same keys, contain the estimate, degenerate where structural, reproducible
+    eff, ci = ch.main_effects(), ch.main_effects_intervals()
+    assert list(ci) == list(eff) and ci == ch.main_effects_intervals()
+    for key, (lo, hi) in ci.items():
+        assert lo <= eff[key] + 1e-12 and eff[key] <= hi + 1e-12
+        if key[1] != "masked" and key[2] != "full":
+            assert lo == hi == eff[key]
+    # CSV export re-reads to the in-memory values
+    paths = jc.export_joint_csv(ch, tmp_path / "csv")
+    assert [p.name for p in paths] == ["joint_tgr_per_stream.csv", "joint_group_agreement_per_stream.csv",
+                                       "joint_group_agreement.csv"]
+    with paths[0].open(newline="") as fh:
+        tgr = list(csv.DictReader(fh))
+    assert len(tgr) == 6 * 2 * len(jc.FORMS) * len(CELLS)
+    streams = ch.design.streams
+    for row in tgr:
+        i, k = streams.index(row["stream"]), ch.namespaces.index(row["namespace"])
+        form, cell = row["form"], row["cell"]
+        assert row["stratum"] == ch.omega[i]
+        assert float(row["t_gr_vs_full_same_cell"]) == ch.t_gr(form, cell, "full", cell)[i, k]
+        assert float(row["t_gr_vs_form_00"]) == ch.t_gr(form, cell, form, "00")[i, k]
+        assert float(row["within"]) == ch.within(form, cell)[i, k]
+    means: dict[tuple[str, str, str], list[float]] = {}
+    for row in tgr:
+        if row["cell"] == "10":
+            means.setdefault((row["namespace"], row["form"], "rekey"), []).append(float(row["t_gr_vs_form_00"]))
+    for key, vals in means.items():
+        assert np.mean(vals) == pytest.approx(eff[key])
+    with paths[1].open(newline="") as fh:
+        per_rows = list(csv.DictReader(fh))
+    with paths[2].open(newline="") as fh:
+        pooled_rows = list(csv.DictReader(fh))
+    assert pooled_rows and per_rows
+    for row in per_rows:
+        a, n = ch.group_agreement(row["group"], row["rule"], row["form"])
+        i, k = streams.index(row["stream"]), ch.namespaces.index(row["namespace"])
+        assert int(row["eligible_blocks"]) == n[i] > 0 and float(row["agreement"]) == a[i, k]
+    for row in pooled_rows:
+        pooled, nb, ns = ch.group_agreement_pooled(row["group"], row["rule"], row["form"])
+        k = ch.namespaces.index(row["namespace"])
+        assert (int(row["eligible_blocks"]), int(row["eligible_streams"])) == (nb, ns)
+        assert float(row["agreement"]) == pooled[k]
+        sub = [float(r["agreement"]) for r in per_rows if (r["group"], r["rule"], r["form"], r["namespace"])
+               == (row["group"], row["rule"], row["form"], row["namespace"])]
+        assert len(sub) == ns and np.mean(sub) == pytest.approx(float(row["agreement"]))
+    assert {r["form"] for r in pooled_rows if r["group"] != "g08"} <= {"full", "value", "pair", "key_slot"}
+

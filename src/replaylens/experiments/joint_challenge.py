@@ -25,12 +25,14 @@ schedule (group ``None``).
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,7 @@ __all__ = [
     "JointHistories",
     "allocate_groups",
     "challenge_design",
+    "export_joint_csv",
     "rule_winners",
     "run_challenge",
     "search_histories",
@@ -357,6 +360,56 @@ class JointChallenge:
                                 rng=derive_seed(self.design.seed, "joint-bootstrap", purpose))
         return float(np.asarray(res.estimate)), float(np.asarray(res.low)), float(np.asarray(res.high))
 
+    def main_effects_per_stream(self) -> dict[tuple[str, str, str], np.ndarray]:
+        """(namespace, form, column) → [stream] T_gr behind :meth:`main_effects` (same keys, same order)."""
+        out: dict[tuple[str, str, str], np.ndarray] = {}
+        for k, ns in enumerate(self.namespaces):
+            for form in FORMS:
+                if form != "full":
+                    out[(ns, form, "full")] = self.t_gr(form, "00", "full", "00")[:, k]
+                out[(ns, form, "rekey")] = self.t_gr(form, "10", form, "00")[:, k]
+                out[(ns, form, "hist+menu")] = self.t_gr(form, "11", form, "00")[:, k]
+        return out
+
+    def main_effects_intervals(self) -> dict[tuple[str, str, str], tuple[float, float]]:
+        """95% percentile stream-bootstrap interval (10,000 paired draws, stratified by involution stratum)
+        for every :meth:`main_effects` entry."""
+        per = self.main_effects_per_stream()
+        keys = list(per)
+        res = cluster_bootstrap(np.stack([per[k] for k in keys], axis=1), n_resamples=N_BOOT, level=0.95,
+                                strata=np.array(self.omega),
+                                rng=derive_seed(self.design.seed, "joint-bootstrap", "main-effects"))
+        lo, hi = np.asarray(res.low).reshape(-1), np.asarray(res.high).reshape(-1)
+        return {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
+
+    def group_agreement(self, group: str, rule: str, form: str, cell: str = "00") -> tuple[np.ndarray, np.ndarray]:
+        """Reference-rule agreement on the group's eligible blocks (:meth:`eligible`, C2.7 subgroup analyses):
+        ([stream, namespace] share of decoded actions equal to the rule's decoded prediction over the stream's
+        eligible blocks and repeats, NaN where the stream has none or the rule is undefined on the form;
+        [stream] number of eligible blocks)."""
+        f, c = self._ix(form, cell)
+        S = self.Y.shape[0]
+        elig = self.eligible(group, form).reshape(S, -1)  # [S, B]
+        n = elig.sum(axis=1)
+        p = self.P[rule][:, :, f, c]  # [S, NS, B]
+        if (p[np.broadcast_to(elig[:, None, :], p.shape)] < 0).any() or (p < 0).all():
+            return np.full(p.shape[:2], np.nan), n
+        y = self.Y[:, :, f, c]  # [S, NS, R, B]
+        hit = (y == p[:, :, None, :]).mean(axis=2)  # [S, NS, B]
+        tot = np.where(elig[:, None, :], hit, 0.0).sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a = np.where(n[:, None] > 0, tot / np.maximum(n, 1)[:, None], np.nan)
+        return np.asarray(a, dtype=np.float64), n
+
+    def group_agreement_pooled(self, group: str, rule: str, form: str,
+                               cell: str = "00") -> tuple[np.ndarray, int, int]:
+        """([namespace] mean over streams with eligible blocks of :meth:`group_agreement` (NaN if none or the
+        rule is undefined), eligible blocks, eligible streams)."""
+        a, n = self.group_agreement(group, rule, form, cell)
+        m = n > 0
+        pooled = a[m].mean(axis=0) if m.any() else np.full(a.shape[1], np.nan)
+        return np.asarray(pooled, dtype=np.float64), int(n.sum()), int(m.sum())
+
 
 def _predictions(design: JointDesign, streams: Sequence[str]) -> dict[str, np.ndarray]:
     """Reference-rule predictions on every displayed history, decoded through λ_A⁻¹ like a model output."""
@@ -427,6 +480,65 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
                           rep.n_attempts, rep.ok and bool((Y >= 0).all()), timings)
 
 
+# ------------------------------------------------------------------------------------------ CSV export
+
+def export_joint_csv(challenge: JointChallenge, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Write the numeric matrices behind the joint tables as CSV into ``out_dir`` (created if needed) and
+    return the paths (floats written with ``repr``, so they re-read exactly):
+
+    * ``joint_tgr_per_stream.csv``: per stream × namespace × form × cell, T_gr against Full in the same cell
+      (Panel A; 0 for Full itself), T_gr against the form's own 00 cell (Table J-eff rekey / hist.+menu
+      columns) and the within-cell disagreement;
+    * ``joint_group_agreement_per_stream.csv``: per group × form × rule × namespace × stream with eligible
+      blocks, the agreement on those blocks (:meth:`JointChallenge.group_agreement`);
+    * ``joint_group_agreement.csv``: the pooled per-group agreement (:meth:`JointChallenge.group_agreement_pooled`),
+      rows with no eligible blocks or an undefined rule omitted, as in the reproduction."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ch = challenge
+    streams = ch.design.streams
+    paths: list[Path] = []
+
+    def write(name: str, header: Sequence[str], rows: list[list[Any]]) -> None:
+        path = out / name
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(header)
+            w.writerows([[repr(x) if isinstance(x, float) else x for x in r] for r in rows])
+        paths.append(path)
+
+    rows: list[list[Any]] = []
+    for form in FORMS:
+        for cell in CELLS:
+            vs_full = ch.t_gr(form, cell, "full", cell)
+            vs_own = ch.t_gr(form, cell, form, "00")
+            within = ch.within(form, cell)
+            for i, st in enumerate(streams):
+                for k, ns in enumerate(ch.namespaces):
+                    rows.append([st, ch.omega[i], ns, form, cell, float(vs_full[i, k]), float(vs_own[i, k]),
+                                 float(within[i, k])])
+    write("joint_tgr_per_stream.csv", ["stream", "stratum", "namespace", "form", "cell", "t_gr_vs_full_same_cell",
+                                       "t_gr_vs_form_00", "within"], rows)
+    per: list[list[Any]] = []
+    pooled_rows: list[list[Any]] = []
+    for g, r1, r2 in GROUPS:
+        for form in FORMS:
+            for rule in REFERENCE_RULES:
+                pooled, nb, nst = ch.group_agreement_pooled(g, rule, form)
+                if nb == 0 or np.isnan(pooled).all():
+                    continue
+                a, n = ch.group_agreement(g, rule, form)
+                for k, ns in enumerate(ch.namespaces):
+                    pooled_rows.append([g, r1, r2, form, rule, ns, nb, nst, float(pooled[k])])
+                    for si in np.flatnonzero(n > 0):
+                        per.append([g, form, rule, ns, streams[int(si)], int(n[si]), float(a[si, k])])
+    write("joint_group_agreement_per_stream.csv", ["group", "form", "rule", "namespace", "stream", "eligible_blocks",
+                                                   "agreement"], per)
+    write("joint_group_agreement.csv", ["group", "rule1", "rule2", "form", "rule", "namespace", "eligible_blocks",
+                                        "eligible_streams", "agreement"], pooled_rows)
+    return paths
+
+
 # ------------------------------------------------------------------------------------------ reproductions
 
 SCRIPTED_NOTE = ("ours: scripted Mean agent (ScriptedBackend, no noise) through the journaled acquisition layer on "
@@ -462,6 +574,12 @@ _RHO = {"ρ01": "1032", "ρ02": "2301", "ρ03": "3210"}
 """Involution strata: ρ0j swaps 0 and j (map names are the images in canonical order)."""
 _COL = {"full": "Full", "rekey": "hist. rekey", "hist+menu": "hist.+menu"}
 _RULE_LABEL = {"mean": "Mean", "sum": "Sum", "count": "Count", "latest": "Latest record", "best": "Best"}
+_BOOT_NOTE = ("ours only; 95% percentile interval, 10,000 paired stream resamples stratified by involution stratum "
+              "(derive_seed(design seed, 'joint-bootstrap', 'main-effects'))")
+_STRUCTURAL_EFF: dict[tuple[str, str], float] = {
+    **{(f, "rekey"): 1.0 for f in ("full", "value", "pair", "key_slot")},
+    **{(f, "hist+menu"): 0.0 for f in ("full", "value", "pair", "key_slot")}, ("pair", "full"): 0.0}
+"""(form, column) of Table J-eff whose per-stream T_gr is the same constant for the scripted Mean agent."""
 
 
 @register_reproduction("joint-renaming", "Joint challenge: four-cell history/menu renaming control (scripted Mean)",
@@ -532,6 +650,19 @@ def joint_main_effects() -> list[Comparison]:
                                     float((u - u0).mean()), None, "replay-minus-Full utility (Panel B)"))
                 rows.append(compare("joint utility (ours)", f"{_FORM_LABEL[form]} {cell}", "ΔO vs Full", None,
                                     float((o - o0).mean()), None, "replay-minus-Full oracle agreement"))
+    ci = ch.main_effects_intervals()
+    for form in FORMS:
+        for ns in ch.namespaces:
+            for col in ("full", "rekey", "hist+menu"):
+                if col == "full" and form == "full":
+                    continue
+                exact = _STRUCTURAL_EFF.get((form, col))
+                for side, v in zip(("95% lower", "95% upper"), ci[(ns, form, col)], strict=True):
+                    rows.append(compare("tab:joint-main-effects (95% stratified stream bootstrap)", _FORM_LABEL[form],
+                                        f"{_NS_LABEL[ns]}: {_COL[col]} {side}", exact, v,
+                                        None if exact is None else 0.0,
+                                        _BOOT_NOTE if exact is None else f"{EXACT_NOTE} (degenerate interval); "
+                                        f"{_BOOT_NOTE}"))
     return rows
 
 
@@ -562,6 +693,31 @@ def joint_reference_agreement() -> list[Comparison]:
     for col, v in (("estimate", est), ("95% lower", lo), ("95% upper", hi)):
         rows.append(compare("joint Sum agreement (Full, pooled, stratified bootstrap)", "Sum", col, None, v, None,
                             "ours only; 10,000 stratified stream resamples"))
+    rows.extend(_subgroup_agreement_rows(ch))
+    return rows
+
+
+def _subgroup_agreement_rows(ch: JointChallenge) -> list[Comparison]:
+    """Table J-meta analyses (C2.7): per group and form, agreement with each rule on the group's eligible blocks
+    (aligned cell, average within stream, then over the group's eligible streams); rows with no eligible blocks
+    or an undefined rule prediction are omitted.  Exact where structural for the scripted Mean agent: the Mean
+    rule agrees everywhere (1), and in the Mean groups g01–g04 the partner rule disagrees on every eligible
+    block (0); otherwise ours only (the paper gives no per-group values)."""
+    rows: list[Comparison] = []
+    table = "joint subgroup reference agreement (Table J-meta groups, eligible blocks, aligned cell)"
+    for g, r1, r2 in GROUPS:
+        for form in FORMS:
+            for rule in REFERENCE_RULES:
+                pooled, nb, ns_ = ch.group_agreement_pooled(g, rule, form)
+                if nb == 0 or np.isnan(pooled).all():
+                    continue
+                exact = 1.0 if rule == "mean" else (0.0 if "mean" in (r1, r2) and rule in (r1, r2) else None)
+                for k, ns in enumerate(ch.namespaces):
+                    rows.append(compare(table, f"{g} {_RULE_LABEL[r1]}–{_RULE_LABEL[r2]}: {_RULE_LABEL[rule]}",
+                                        f"{_NS_LABEL[ns]}: {_FORM_LABEL[form]}", exact, float(pooled[k]),
+                                        None if exact is None else 0.0,
+                                        (f"{EXACT_NOTE}; " if exact is not None else "ours only (no paper value); ")
+                                        + f"{nb} eligible blocks in {ns_} streams"))
     return rows
 
 
