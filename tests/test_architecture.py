@@ -16,7 +16,7 @@ SRC = Path(replaylens.__file__).parent
 # Lower layers never import higher ones (records → maps → interventions → agents → replay →
 # readouts / inference → report → testing → experiments → cli).  errors and rng are the base.
 RANK = {
-    "errors": 0, "rng": 0, "_imports": 0,
+    "errors": 0, "rng": 0, "_imports": 0, "_durable": 0,
     "records": 1,
     "data": 1.5, "maps": 2, "substrates": 2,
     "interventions": 3,
@@ -77,7 +77,8 @@ def test_imports_flow_one_way(path: Path) -> None:
         if other is None or other == own:
             continue
         assert other in RANK, f"{path}:{line} imports unknown layer {other}"
-        assert RANK[other] < RANK[own] or (RANK[other] == RANK[own] and other in ("errors", "rng", "_imports")), (
+        base = ("errors", "rng", "_imports", "_durable")
+        assert RANK[other] < RANK[own] or (RANK[other] == RANK[own] and other in base), (
             f"{path.relative_to(SRC)}:{line}: layer '{own}' must not import '{other}' "
             f"(imports flow records → maps → interventions → agents → replay → readouts → report → cli)")
 

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from .._durable import atomic_write
 from ..errors import ConfigError, JournalError
 from ..rng import derive_rng
 from ._secrets import Redactor
@@ -43,27 +44,6 @@ RETRYABLE = ("capacity_error", "transport_error")
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -263,8 +243,8 @@ class RunStore:
         assert manifest is not None
         frozen = {**manifest, "format": FORMAT, "created_at": now_iso()}
         text = self.redact(json.dumps(frozen, sort_keys=True, indent=1, ensure_ascii=False))
-        _atomic_write(path, text.encode("utf-8"))
-        _atomic_write(self.root / "manifest.sha256", (hashlib.sha256(text.encode()).hexdigest() + "\n").encode())
+        atomic_write(path, text.encode("utf-8"))
+        atomic_write(self.root / "manifest.sha256", (hashlib.sha256(text.encode()).hexdigest() + "\n").encode())
         acq = frozen.get("acquisition", {})
         if int(acq.get("retries", 0)) > 0:
             self._write_amendment({
@@ -309,7 +289,7 @@ class RunStore:
 
     def _write_amendment(self, a: Mapping[str, Any]) -> None:
         p = self.root / "amendments" / f"{a['amendment_id']}-{a['slug']}.json"
-        _atomic_write(p, self.redact(json.dumps(a, sort_keys=True, indent=1, ensure_ascii=False)).encode("utf-8"))
+        atomic_write(p, self.redact(json.dumps(a, sort_keys=True, indent=1, ensure_ascii=False)).encode("utf-8"))
 
     def amend(self, reason: str, authorized_by: str, *, request_ids: Sequence[str] | None = None,
               declared_before_acquisition: bool = False, precedes_aggregate_inspection: bool = True,
@@ -576,10 +556,10 @@ class RunStore:
                                format_retries=fmt, problems=problems, unverified=sorted(unverified),
                                torn_lines=self.torn_lines, expected=expected)
         if write:
-            _atomic_write(self.root / "selection.json", canonical_json(selection).encode("utf-8"))
-            _atomic_write(self.root / "validation.json",
+            atomic_write(self.root / "selection.json", canonical_json(selection).encode("utf-8"))
+            atomic_write(self.root / "validation.json",
                           json.dumps(rep.to_dict(), sort_keys=True, indent=1).encode("utf-8"))
-            _atomic_write(self.root / "usage_summary.json",
+            atomic_write(self.root / "usage_summary.json",
                           json.dumps(self.usage_summary(), sort_keys=True, indent=1).encode("utf-8"))
             if rep.ok:
                 self._seal(selection)
@@ -610,7 +590,7 @@ class RunStore:
         seal = {"manifest_sha256": self.manifest_sha256(self.root / "manifest.json"), "n_requests": len(choices),
                 "n_decisions": sum(len(c[2]) for c in choices), "choices_sha256": sha256_text(body),
                 "sealed_at": now_iso()}
-        _atomic_write(self.root / "choice_seal.json", json.dumps(seal, sort_keys=True, indent=1).encode("utf-8"))
+        atomic_write(self.root / "choice_seal.json", json.dumps(seal, sort_keys=True, indent=1).encode("utf-8"))
 
     def attempts_ok(self, rid: str) -> tuple[str, ...]:
         d = self.decisions(rid)

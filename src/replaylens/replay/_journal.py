@@ -11,18 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from .._durable import atomic_write
 from ..errors import JournalError
 
 __all__ = ["Journal"]
-
-
-def _fsync_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class Journal:
@@ -44,7 +36,7 @@ class Journal:
                 raise JournalError(f"{self.root} holds a journal of a different run (inputs, plan or agent "
                                    "differ); use a new --out directory or delete the old one")
         else:
-            _fsync_write(head, text.encode())
+            atomic_write(head, text.encode())
         self._done = self._load()
 
     def _load(self) -> dict[int, list[str]]:
@@ -73,7 +65,7 @@ class Journal:
         buf = io.BytesIO()
         np.savez(buf, *arrays)
         data = buf.getvalue()
-        _fsync_write(self.root / f"shard-{shard:05d}.npz", data)
+        atomic_write(self.root / f"shard-{shard:05d}.npz", data)
         line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})
         log = self.root / "done.jsonl"
         torn = log.exists() and log.stat().st_size > 0 and not log.read_bytes().endswith(b"\n")
