@@ -109,6 +109,36 @@ def test_scripted_mean_challenge(world: PublicWorld, histories: jc.JointHistorie
     assert again.n_attempts == ch.n_attempts and np.array_equal(again.Y, ch.Y)
 
 
+def test_compact_export_round_trip_and_refusals(world: PublicWorld, histories: jc.JointHistories,
+                                                tmp_path: Path) -> None:
+    from replaylens.errors import ConfigError
+    from replaylens.llm import ScriptedBackend
+
+    be = ScriptedBackend("sum", noise=0.25, seed=7)
+    ch = jc.run_challenge(world, histories=histories, run_dir=tmp_path / "run", backend=be)
+    assert ch.agent == "sum"
+    out = jc.export_challenge_run(tmp_path / "run", tmp_path / "export.json.gz")
+    loaded, doc = jc.load_challenge_export(out, world, histories=histories)
+    assert np.array_equal(loaded.Y, ch.Y) and loaded.gate_ok and (ch.Y >= 0).all()
+    assert doc["validation"]["ok"] and len(doc["rows"]) == ch.Y.size
+    assert np.array_equal(loaded.renaming_contrast("full"), ch.renaming_contrast("full"))
+    # the same export bytes from the same run (deterministic; no wall-clock in the file name or payload order)
+    again = jc.export_challenge_run(tmp_path / "run", tmp_path / "export2.json.gz")
+    assert again.read_bytes() == out.read_bytes()
+    # an export of another design is refused, naming the field
+    import gzip
+    import json
+
+    bad = json.loads(gzip.decompress(out.read_bytes()))
+    bad["design_sha256"] = "0" * 64
+    (tmp_path / "bad.json.gz").write_bytes(gzip.compress(json.dumps(bad).encode()))
+    with pytest.raises(ConfigError, match="design_sha256"):
+        jc.load_challenge_export(tmp_path / "bad.json.gz", world, histories=histories)
+    (tmp_path / "junk.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(ConfigError, match="not a joint-challenge export"):
+        jc.load_challenge_export(tmp_path / "junk.json.gz", world, histories=histories)
+
+
 def test_noisy_agent_exercises_repeat_correction(world: PublicWorld, histories: jc.JointHistories) -> None:
     ch = jc.run_challenge(world, histories=histories, noise=0.3)
     assert ch.within("full", "00").mean() > 0

@@ -30,36 +30,43 @@ from replaylens.substrates import make_bandit
 
 
 class _CountingLlama:
-    """A stand-in with llama_cpp.Llama's surface: the next-token logit of ' X' is how often 'key=X' occurs."""
+    """A stand-in with llama_cpp.Llama's surface: the next-token logit of ' X' is how often 'key=X' occurs
+    among the evaluated tokens (whitespace-separated words; evaluation appends after ``n_tokens``)."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self.scores = np.zeros((1, 1))
         self.n_tokens = 0
-        self._text = ""
+        self.seq: list[int] = []
+        self.evaluated = 0
 
     def tokenize(self, data: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        text = data.decode()
-        if not add_bos:
-            return [self.vocab.setdefault(w, len(self.vocab)) for w in text.split()]
-        self._pending = text
-        return list(range(len(text.split())))
+        return ([-1] if add_bos else []) + [self.vocab.setdefault(w, len(self.vocab)) for w in data.decode().split()]
 
     def reset(self) -> None:
         self.n_tokens = 0
 
+    def _counts(self, labels: list[str] | None = None) -> dict[str, int]:
+        inv = {i: w for w, i in self.vocab.items()}
+        words = [inv.get(i, "") for i in self.seq]
+        return {w: words.count(f"key={w}") for w in (list(self.vocab) if labels is None else labels)}
+
     def eval(self, ids: list[int]) -> None:
-        self.n_tokens = len(ids)
-        logits = np.zeros((len(ids), 64))
-        for w, i in self.vocab.items():
-            logits[-1, i] = self._pending.count(f"key={w} ")
+        self.seq = self.seq[: self.n_tokens] + list(ids)
+        self.n_tokens = len(self.seq)
+        self.evaluated += len(ids)
+        logits = np.zeros((self.n_tokens, 4096))
+        for w, c in self._counts().items():
+            logits[-1, self.vocab[w]] = c
         self.scores = logits
 
     def create_completion(self, ids: list[int], *, grammar: str, **kw: object) -> dict[str, object]:
         """Greedy 'generation' under the menu grammar: the grammar's alternative with the highest count."""
         alts = [a.strip().strip('"') for a in grammar.split("(", 1)[1].rsplit(")", 1)[0].split("|")]
+        self.reset()
         self.eval(ids)
-        best = max(alts, key=lambda a: (self._pending.count(f"key={a} "), -alts.index(a)))
+        counts = self._counts(alts)
+        best = max(alts, key=lambda a: (counts.get(a, 0), -alts.index(a)))
         return {"choices": [{"text": " " + best}]}
 
 
@@ -168,3 +175,60 @@ def test_real_model_agent_through_make_agent(tmp_path: Path) -> None:  # pragma:
                        budget=None, local_readout="grammar", concurrency=1)
     dec = rl.replay(sub.history, sub.futures, sub.evaluator, agent, cells="value", maps="id")
     assert dec.actions.size > 0
+
+
+def _ledger_request(records: list[tuple[str, float]], menu: tuple[str, ...] = ("A", "B", "C", "D")) -> Request:
+    lines = "\n".join(f"{i + 1:02d} | key={k} | utility={u:.6f}" for i, (k, u) in enumerate(records))
+    text = ("=== Item 1 of 1 ===\nDomain: test\nActions (choose exactly one):\n"
+            + "".join(f"- {t}: action {t}\n" for t in menu)
+            + f"Records:\n{lines}\nAnswer with exactly one action: {', '.join(menu)}.\nAnswer:\n\n"
+            'Return only a JSON object with exactly the keys "item_01".')
+    return make_request(text, [ItemDecoder(menu, {t: t for t in menu})], settings_digest="t", repeat=0)
+
+
+def test_prompt_cache_answers_exact_repeats_and_records_cached_tokens() -> None:
+    llama = _CountingLlama()
+    be = LlamaCppBackend("stand-in.gguf", llama=llama)
+    req = _ledger_request([("B", 0.5), ("C", 0.4), ("B", 0.3)])
+    first = asyncio.run(be.complete(req, 5.0))
+    spent = llama.evaluated
+    again = asyncio.run(be.complete(req, 5.0))
+    assert first.text == again.text == '{"item_01":"B"}'
+    assert llama.evaluated == spent  # the exact repeat never reached the model
+    assert first.usage["cached_input_tokens"] == 0
+    assert again.usage["cached_input_tokens"] == again.usage["input_tokens"] == first.usage["input_tokens"]
+    head, rest = be.tokenize_split(be.item_prompt(split_items(req.prompt)[0], None))
+    assert head and rest and len(head) + len(rest) == first.usage["input_tokens"]
+    off = LlamaCppBackend("stand-in.gguf", llama=_CountingLlama(), cache_size=0)
+    for _ in range(2):
+        done = asyncio.run(off.complete(req, 5.0))
+        assert done.text == first.text and done.usage["cached_input_tokens"] == 0
+
+
+@needs_model
+def test_real_model_prompt_cache_is_bit_exact(smollm: LlamaCppBackend) -> None:  # pragma: no cover
+    recs = [("A", 0.81), ("C", 0.77), ("B", 0.86), ("D", 0.74), ("C", 0.83), ("A", 0.79)]
+    prompts = [smollm.item_prompt(split_items(_ledger_request(r).prompt)[0], None)
+               for r in (recs, recs[::-1], recs[2:] + recs[:2])]
+    menu = ("A", "B", "C", "D")
+    cand = [smollm._token_id(t) for t in menu]
+    with smollm._lock:
+        fresh = []
+        for p in prompts:  # uncached reference: one forward pass of the whole prompt
+            smollm.llm.reset()
+            smollm.llm.eval(smollm._tokenize(p))
+            fresh.append(smollm._last_logits()[cand].copy())
+        smollm._states.clear()
+        smollm._answers.clear()
+        cached = []
+        for k, p in enumerate(prompts):
+            head, rest = smollm.tokenize_split(p)
+            assert head + rest == smollm._tokenize(p)  # the split does not change the tokens
+            logits, n_cached = smollm.menu_logits(head, rest, menu)
+            assert n_cached == (0 if k == 0 else len(head))  # later prompts share the first one's header
+            cached.append(logits)
+        repeat, n_rep = smollm.menu_logits(*smollm.tokenize_split(prompts[1]), menu)
+    assert n_rep == sum(map(len, smollm.tokenize_split(prompts[1])))
+    for a, b in zip(fresh, cached, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(repeat, fresh[1])

@@ -485,6 +485,56 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
         sys.exit(1)
 
 
+@llm.command("joint")
+@click.option("--model", required=True, help="openai/NAME, scripted/RULE, local/PATH.gguf or local/embedded.")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (created, or resumed when it exists).")
+@click.option("--base-url", default=None, help="For openai/...: the endpoint's base URL.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
+@click.option("--env-file", default=".env", show_default=True)
+@click.option("--concurrency", default=None, type=click.IntRange(min=1),
+              help="Concurrent requests (default 1 for local models, 16 otherwise).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
+@click.option("--export", "export_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="After a passing gate, write the compact export (gzip JSON) here.")
+@click.option("--offline", is_flag=True, help="Analyse recorded decisions only (no model calls).")
+@_user_errors
+def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
+              concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool) -> None:
+    """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
+
+    An interrupted run resumes where it stopped (rerun the same command); a finished run is
+    re-analysed with zero model calls.  Needs the public data (replaylens data fetch --all).
+    """
+    from ..experiments.joint_challenge import export_challenge_run, run_challenge
+    from ..experiments.public_data import public_world
+    from ..llm import AcquireSettings, Backend, make_backend
+
+    spec = _resolve_model(model)
+    backend: Backend
+    if spec.startswith("local/"):
+        from ..llm._local import LlamaCppBackend
+
+        backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads)
+    else:
+        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
+    conc = concurrency or (1 if spec.startswith("local/") else 16)
+    ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline,
+                       acquire=AcquireSettings(concurrency=conc))
+    n_dec = int((ch.Y >= 0).sum())
+    click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
+               f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
+    if ch.gate_ok:
+        con = ch.renaming_contrast("full")
+        click.echo(f"assignment minus renaming (Full): {float(con.mean()):.3f}; Mean agreement (Full, 00): "
+                   f"{float(ch.agreement('mean', 'full').mean()):.3f}")
+        if export_path is not None:
+            click.echo(f"export written to {export_challenge_run(run_dir, export_path)}")
+    elif export_path is not None:
+        click.echo("no export: the validation gate has not passed (rerun to resume)", err=True)
+        sys.exit(1)
+
+
 @cli.command()
 @click.argument("export_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)

@@ -26,6 +26,9 @@ schedule (group ``None``).
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
+import json
 import os
 import tempfile
 import time
@@ -37,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from .._durable import atomic_write
 from ..agents import REFERENCE_RULES
+from ..errors import ConfigError
 from ..inference import cluster_bootstrap
 from ..llm import (
     CELLS,
@@ -45,12 +50,14 @@ from ..llm import (
     PAPER_CONTEXTS,
     PAPER_DOMAINS,
     AcquireSettings,
+    Backend,
     JointBlock,
     JointDesign,
     ScriptedBackend,
     run_joint,
     scripted_tokens,
 )
+from ..llm._serialize import canonical_json
 from ..reproduce import Comparison, compare, register_reproduction
 from ..rng import derive_rng, derive_seed
 from ..substrates.public import PublicWorld
@@ -59,6 +66,7 @@ __all__ = [
     "CHUNK",
     "FORMS",
     "DESIGN_SEED",
+    "EXPORT_FORMAT",
     "GROUPS",
     "HISTORY_LEN",
     "QUERY_INDEX",
@@ -67,8 +75,11 @@ __all__ = [
     "JointChallenge",
     "JointHistories",
     "allocate_groups",
+    "assemble_challenge",
     "challenge_design",
+    "export_challenge_run",
     "export_joint_csv",
+    "load_challenge_export",
     "rule_winners",
     "run_challenge",
     "search_histories",
@@ -437,9 +448,14 @@ def _predictions(design: JointDesign, streams: Sequence[str]) -> dict[str, np.nd
 def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
                   run_dir: str | os.PathLike[str] | None = None, histories: JointHistories | None = None,
                   budget: int = SEARCH_BUDGET, search_seed: int = SEARCH_SEED,
-                  design_seed: int = DESIGN_SEED, state_off: bool = False) -> JointChallenge:
-    """Search, design, acquire with the scripted ``rule`` agent (into ``run_dir``, else a temporary
-    directory that is removed afterwards) and decode into a :class:`JointChallenge`.
+                  design_seed: int = DESIGN_SEED, state_off: bool = False, backend: Backend | None = None,
+                  acquire: AcquireSettings | None = None, offline: bool = False) -> JointChallenge:
+    """Search, design, acquire (into ``run_dir``, else a temporary directory that is removed
+    afterwards) and decode into a :class:`JointChallenge`.
+
+    The agent is ``backend`` (any :class:`~replaylens.llm.Backend`: an OpenAI-compatible endpoint, the
+    embedded model, ...) or, when none is given, the scripted ``rule`` agent.  Rerunning on the same
+    ``run_dir`` resumes an interrupted acquisition; ``offline=True`` analyses recorded decisions only.
 
     ``state_off=True`` runs the empty-ledger comparator instead (same request matrix and future
     support, records removed before serialization); its T_gr against Full/00 is the same-estimand
@@ -448,25 +464,38 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
     hist = histories or search_histories(world, budget=budget, seed=search_seed)
     timings["search_s"] = hist.seconds
     design = challenge_design(hist, seed=design_seed, state_off=state_off)
-    backend = ScriptedBackend(rule, noise=noise,
-                              seed=int(derive_rng(design_seed, "scripted", rule).integers(2**31)) if noise else 0)
+    if backend is None:
+        backend = ScriptedBackend(rule, noise=noise,
+                                  seed=int(derive_rng(design_seed, "scripted", rule).integers(2**31)) if noise else 0)
+        acquire = acquire or AcquireSettings(concurrency=16, retries=0)
     t0 = time.perf_counter()
-    acq = AcquireSettings(concurrency=16, retries=0)
     if run_dir is None:
         with tempfile.TemporaryDirectory(prefix="replaylens-joint-") as tmp:
-            run = run_joint(design, backend, tmp, acquire=acq)
+            run = run_joint(design, backend, tmp, acquire=acquire, offline=offline)
     else:
-        run = run_joint(design, backend, run_dir, acquire=acq)
+        run = run_joint(design, backend, run_dir, acquire=acquire, offline=offline)
     timings["acquire_s"] = time.perf_counter() - t0
+    st = backend.settings
+    agent = st.model.partition("/")[2] if st.provider == "scripted" else st.model
+    return assemble_challenge(world, hist, design, agent, run.results.rows, gate_ok=run.report.ok,
+                              n_attempts=run.report.n_attempts, timings=timings)
+
+
+def assemble_challenge(world: PublicWorld, hist: JointHistories, design: JointDesign, agent: str,
+                       rows: Sequence[dict[str, Any]], *, gate_ok: bool, n_attempts: int,
+                       timings: dict[str, float] | None = None) -> JointChallenge:
+    """Decode decision rows (``JointResults.rows``) into a :class:`JointChallenge` (``Y = −1`` where a
+    decision is missing; the gate is then failed)."""
+    timings = dict(timings or {})
     streams = design.streams
     labels = design.labels
     NS, F, C, R = len(design.namespaces), len(FORMS), len(CELLS), design.repeats
     B = len(design.blocks_of(streams[0]))
     Y = np.full((len(streams), NS, F, C, R, B), -1, dtype=np.int64)
     si = {s: i for i, s in enumerate(streams)}
-    for row in run.results.rows:
+    for row in rows:
         Y[si[row["stream"]], design.namespaces.index(row["namespace"]), FORMS.index(row["form"]),
-          CELLS.index(row["cell"]), row["repeat"], row["block"]] = labels.index(row["action"])
+          CELLS.index(row["cell"]), int(row["repeat"]), int(row["block"])] = labels.index(row["action"])
     t0 = time.perf_counter()
     P = _predictions(design, streams)
     timings["predictions_s"] = time.perf_counter() - t0
@@ -475,9 +504,77 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
                                                             QUERY_INDEX]) for b in design.blocks_of(s)])
                   for s in streams])
     om = design.omega()
-    rep = run.report
-    return JointChallenge(hist, design, rule, Y, P, U, tuple(om[s].name for s in streams), design.n_requests,
-                          rep.n_attempts, rep.ok and bool((Y >= 0).all()), timings)
+    return JointChallenge(hist, design, agent, Y, P, U, tuple(om[s].name for s in streams), design.n_requests,
+                          n_attempts, gate_ok and bool((Y >= 0).all()), timings)
+
+
+# ------------------------------------------------------------------------------------------ compact export
+
+EXPORT_FORMAT = "replaylens-joint-export/1"
+_EXPORT_KEYS = ("stream", "namespace", "form", "cell", "repeat", "block", "token", "action", "attempt_kind")
+
+
+def _design_digest(design: JointDesign) -> str:
+    return hashlib.sha256(canonical_json(design.to_dict()).encode("utf-8")).hexdigest()
+
+
+def export_challenge_run(run_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Write a compact, self-checking export of a finished joint run (gzip JSON): the frozen manifest
+    and its sha256, the gate's report, token usage and one row per block decision.  The export is
+    what a repository ships so the tables are recomputed without a model call
+    (:func:`load_challenge_export`); the full run directory (prompts, attempts) stays with the run."""
+    from ..llm import validate as validate_run
+    from ..llm._store import RunStore, open_store
+
+    rep = validate_run(run_dir)
+    with open_store(run_dir) as store:
+        manifest = store.manifest
+        usage = store.usage_summary()
+        msha = RunStore.manifest_sha256(Path(run_dir) / "manifest.json")
+        rows = []
+        for rid in store.plan:
+            req = store.request(rid)
+            d = store.decisions(rid)
+            if d is None:
+                continue
+            sel = store.selected(rid) or {}
+            toks = sel.get("parsed_decisions") or []
+            for i, act in enumerate(d):
+                rows.append([req.meta["stream"], req.meta["namespace"], req.meta["form"], req.meta["cell"],
+                             int(req.meta["repeat"]), i, toks[i] if i < len(toks) else None, act, sel.get("kind")])
+    doc = {"format": EXPORT_FORMAT, "manifest": manifest, "manifest_sha256": msha,
+           "design_sha256": hashlib.sha256(canonical_json(manifest["design"]).encode("utf-8")).hexdigest(),
+           "validation": rep.to_dict(), "usage": usage, "columns": list(_EXPORT_KEYS), "rows": rows}
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8"), mtime=0)
+    atomic_write(out, data)
+    return out
+
+
+def load_challenge_export(path: str | os.PathLike[str], world: PublicWorld, *,
+                          histories: JointHistories | None = None) -> tuple[JointChallenge, dict[str, Any]]:
+    """Recompute a :class:`JointChallenge` from a compact export with zero model calls.  The design is
+    rebuilt from the seeds (search and design) and must be byte-identical to the one frozen in the
+    export's manifest; otherwise the export belongs to another design and is refused."""
+    p = Path(path)
+    try:
+        doc = json.loads(gzip.decompress(p.read_bytes()))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{p}: not a joint-challenge export ({exc})") from None
+    if doc.get("format") != EXPORT_FORMAT:
+        raise ConfigError(f"{p}: field 'format' is {doc.get('format')!r}, expected {EXPORT_FORMAT!r}")
+    man = doc["manifest"]
+    hist = histories or search_histories(world)
+    design = challenge_design(hist, seed=int(man.get("seed", DESIGN_SEED)))
+    if _design_digest(design) != doc["design_sha256"]:
+        raise ConfigError(f"{p}: field 'design_sha256' does not match the design rebuilt from the seeds "
+                          "(the export belongs to another design or code version)")
+    rows = [dict(zip(doc["columns"], r, strict=True)) for r in doc["rows"]]
+    agent = str(man["settings"]["model"])
+    ch = assemble_challenge(world, hist, design, agent, rows, gate_ok=bool(doc["validation"]["ok"]),
+                            n_attempts=int(doc["validation"]["n_attempts"]))
+    return ch, doc
 
 
 # ------------------------------------------------------------------------------------------ CSV export

@@ -7,7 +7,13 @@ such as SmolLM2-135M-Instruct are trained on it) and the assistant turn is pre-f
 text as plain completion text instead (also the fallback for a model without a chat template).
 
 ``readout="logits"`` (default; the paper's Qwen bridge, partB §5.5) evaluates that prompt once and
-takes the argmax of the menu tokens' single-token continuations; no text is generated.
+takes the argmax of the menu tokens' single-token continuations; no text is generated.  The prompt
+is tokenized in two parts, the header (everything before the first ``Records:`` line) and the rest,
+and evaluated header first; the evaluated header's model state is kept in an LRU prompt cache, so
+items that share a header (same domain, context, task and menu) pay only for their records, and an
+exact repeat of a prompt is answered from the cached menu logits.  Both are exact: a cached
+evaluation gives bit-identical logits to a fresh one (tested), and the cached input tokens are
+recorded in each attempt's usage, as a hosted provider's prompt cache reports them.
 ``readout="grammar"`` generates the answer greedily (temperature 0) under a GBNF grammar that admits
 only ``" " + token`` for the item's menu tokens, and the generated text is the answer.  Tokens that
 are not single tokens are a configuration error for the logit readout (pick a namespace whose
@@ -17,8 +23,11 @@ tokens are).  Weights are loaded from a local path only.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import hashlib
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,8 @@ __all__ = ["LlamaCppBackend", "READOUTS", "PROMPT_FORMATS", "answer_grammar", "e
 
 
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HEADER_END = "\nRecords:\n"
+"""The prompt cache's split point: the header ends with this line (partB layout; absent → no split)."""
 READOUTS = ("logits", "grammar")
 PROMPT_FORMATS = ("chat", "raw")
 ANSWER_PREFIX = "Answer:"
@@ -92,7 +103,8 @@ class LlamaCppBackend(Backend):
     """
 
     def __init__(self, path: str, *, seed: int = 0, n_ctx: int = 4096, llama: Any = None,
-                 readout: str = "logits", prompt_format: str = "chat", n_threads: int | None = None) -> None:
+                 readout: str = "logits", prompt_format: str = "chat", n_threads: int | None = None,
+                 cache_size: int = 64) -> None:
         if readout not in READOUTS:
             raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}")
         if prompt_format not in PROMPT_FORMATS:
@@ -118,6 +130,10 @@ class LlamaCppBackend(Backend):
         self._lock = threading.Lock()
         self._single: dict[str, int] = {}
         self._grammars: dict[tuple[str, ...], Any] = {}
+        self.cache_size = int(cache_size)
+        self._state_cache = self.cache_size > 0 and hasattr(self.llm, "_ctx")  # needs a real llama context
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # header ids -> llama state bytes
+        self._answers: OrderedDict[bytes, np.ndarray] = OrderedDict()  # sha256(prompt ids, menu ids) -> menu logits
         self.last_generated: list[str] = []  # grammar readout: the raw generated text of each item of the last call
 
     # ------------------------------------------------------------------ prompt
@@ -148,6 +164,54 @@ class LlamaCppBackend(Backend):
     def _tokenize(self, prompt: str) -> list[int]:
         # special=True: the chat template's control tokens (<|im_start|> ...) are single special tokens
         return list(self.llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=self._chat is not None))
+
+    def tokenize_split(self, prompt: str) -> tuple[list[int], list[int]]:
+        """(header ids, rest ids): the prompt up to and including :data:`HEADER_END` and the remainder,
+        tokenized separately (the header with BOS).  No marker → the whole prompt is the rest."""
+        cut = prompt.find(HEADER_END)
+        if cut < 0:
+            return [], self._tokenize(prompt)
+        cut += len(HEADER_END)
+        head = self._tokenize(prompt[:cut])
+        rest = list(self.llm.tokenize(prompt[cut:].encode("utf-8"), add_bos=False, special=self._chat is not None))
+        return head, rest
+
+    # ------------------------------------------------------------------ prompt cache (exact)
+
+    def _save_state(self) -> bytes:
+        ctx = self.llm._ctx.ctx
+        import llama_cpp
+
+        size = int(llama_cpp.llama_state_get_size(ctx))
+        buf = (ctypes.c_uint8 * size)()
+        n = int(llama_cpp.llama_state_get_data(ctx, buf, size))
+        return bytes(buf[:n])
+
+    def _load_state(self, data: bytes, ids: Sequence[int]) -> None:
+        import llama_cpp
+
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if int(llama_cpp.llama_state_set_data(self.llm._ctx.ctx, buf, len(data))) != len(data):
+            raise RuntimeError("llama state could not be restored")
+        self.llm.input_ids[: len(ids)] = ids
+        self.llm.n_tokens = len(ids)
+
+    def _eval_header(self, head: list[int]) -> bool:
+        """Leave the context holding exactly ``head`` evaluated; True when it came from the cache."""
+        key = tuple(head)
+        data = self._states.get(key) if self._state_cache else None
+        if data is not None:
+            self._states.move_to_end(key)
+            self._load_state(data, head)
+            return True
+        self.llm.reset()
+        if head:
+            self.llm.eval(head)
+            if self._state_cache:
+                self._states[key] = self._save_state()
+                while len(self._states) > self.cache_size:
+                    self._states.popitem(last=False)
+        return False
 
     # ------------------------------------------------------------------ readouts
 
@@ -180,8 +244,26 @@ class LlamaCppBackend(Backend):
             self._grammars[key] = self._make_grammar(answer_grammar(key))
         return self._grammars[key]
 
+    def menu_logits(self, head: list[int], rest: list[int], enum: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Caller holds the lock: the menu tokens' next-token logits after ``head + rest`` (header
+        evaluated first), and how many input tokens came from the prompt cache."""
+        cand = [self._token_id(t) for t in enum]
+        key = hashlib.sha256(np.asarray(head + rest + [-1] + cand, dtype=np.int64).tobytes()).digest()
+        hit = self._answers.get(key) if self.cache_size > 0 else None
+        if hit is not None:
+            self._answers.move_to_end(key)
+            return hit.copy(), len(head) + len(rest)
+        cached = len(head) if self._eval_header(head) else 0
+        self.llm.eval(rest)
+        out = self._last_logits()[cand].copy()
+        if self.cache_size > 0:
+            self._answers[key] = out
+            while len(self._answers) > 1024 * self.cache_size:
+                self._answers.popitem(last=False)
+        return out, cached
+
     def logit_answer(self, ids: list[int], enum: Sequence[str]) -> str:
-        """Caller holds the lock: one forward pass, argmax over the menu tokens' next-token logits."""
+        """Caller holds the lock: one uncached forward pass of ``ids``, argmax over the menu tokens' logits."""
         cand = [self._token_id(t) for t in enum]
         self.llm.reset()
         self.llm.eval(ids)
@@ -197,28 +279,33 @@ class LlamaCppBackend(Backend):
                                          grammar=grammar)
         return str(out["choices"][0]["text"])
 
-    def _decide(self, request: Request) -> tuple[str, int, int]:
+    def _decide(self, request: Request) -> tuple[str, int, int, int]:
         answers: dict[str, str] = {}
         generated: list[str] = []
-        n_in = n_out = 0
+        n_in = n_out = n_cached = 0
         for i, (text, dec) in enumerate(zip(split_items(request.prompt), request.decoders, strict=True)):
             with self._lock:  # one model instance: tokenize, evaluate and read out atomically
-                ids = self._tokenize(self.item_prompt(text, request.system))
-                n_in += len(ids)
+                prompt = self.item_prompt(text, request.system)
                 if self.readout == "logits":
-                    answers[item_key(i)] = self.logit_answer(ids, dec.enum)
+                    head, rest = self.tokenize_split(prompt)
+                    logits, cached = self.menu_logits(head, rest, dec.enum)
+                    n_in += len(head) + len(rest)
+                    n_cached += cached
+                    answers[item_key(i)] = dec.enum[int(np.argmax(logits))]
                     n_out += 1
-                else:
-                    raw = self.grammar_answer(ids, dec.enum)
-                    generated.append(raw)
-                    n_out += len(self.llm.tokenize(raw.encode("utf-8"), add_bos=False)) if raw else 0
-                    # the generated label as is: anything outside the menu fails validation (never imputed)
-                    answers[item_key(i)] = raw[1:] if raw.startswith(" ") else raw
+                    continue
+                ids = self._tokenize(prompt)
+                n_in += len(ids)
+                raw = self.grammar_answer(ids, dec.enum)
+                generated.append(raw)
+                n_out += len(self.llm.tokenize(raw.encode("utf-8"), add_bos=False)) if raw else 0
+                # the generated label as is: anything outside the menu fails validation (never imputed)
+                answers[item_key(i)] = raw[1:] if raw.startswith(" ") else raw
         self.last_generated = generated
-        return canonical_json(answers), n_in, n_out
+        return canonical_json(answers), n_in, n_out, n_cached
 
     async def complete(self, request: Request, timeout: float) -> Completion:
-        text, n_in, n_out = await asyncio.to_thread(self._decide, request)
+        text, n_in, n_out, n_cached = await asyncio.to_thread(self._decide, request)
         return Completion(text=text, model=self.settings.model, finish_reason="stop",
-                          usage={"input_tokens": n_in, "cached_input_tokens": 0, "output_tokens": n_out,
+                          usage={"input_tokens": n_in, "cached_input_tokens": n_cached, "output_tokens": n_out,
                                  "reasoning_tokens": 0})

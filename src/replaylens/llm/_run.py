@@ -32,7 +32,9 @@ def backend_for(settings: ModelSettings, *, env_file: str | os.PathLike[str] | N
     elif settings.provider == "local":
         from ._local import LlamaCppBackend
 
-        be = LlamaCppBackend(settings.model.split("/", 1)[1], seed=int(dict(settings.params).get("seed", 0)))
+        p = dict(settings.params)
+        be = LlamaCppBackend(settings.model.split("/", 1)[1], seed=int(p.get("seed", 0)),
+                             readout=str(p.get("readout", "logits")), prompt_format=str(p.get("prompt_format", "chat")))
     else:
         raise ConfigError(f"unknown provider {settings.provider!r} in the run manifest")
     if be.settings.digest() != settings.digest():
