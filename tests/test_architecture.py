@@ -21,8 +21,8 @@ RANK = {
     "data": 1.5, "maps": 2, "substrates": 2,
     "interventions": 3,
     "agents": 4,
-    "operators": 4.5, "learned": 4.5, "controllers": 4.5, "memory": 4.5, "llm": 4.5, "tools": 4.5,
-    "fitted": 4.5, "persistent": 4.5,
+    "operators": 4.5, "learned": 4.5, "controllers": 4.5, "llm": 4.5, "fitted": 4.5, "persistent": 4.5,
+    "memory": 4.7, "tools": 4.7,  # memory pipelines and tool environments run their agents through llm back-ends
     "replay": 5,
     "readouts": 6, "inference": 6,
     "report": 7,
