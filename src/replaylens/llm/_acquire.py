@@ -81,8 +81,9 @@ def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 class _GroupCommit:
-    """Durable attempt writes off the event loop: every line is written and fsynced before its
-    worker continues; lines that arrive while an fsync is running share the next one."""
+    """Durable attempt writes off the event loop: every line is written and fsynced (one fsync per
+    record) before its worker continues; lines that arrive while a write is running queue for the
+    next drain, so the event loop never waits on the disk."""
 
     def __init__(self, store: RunStore, io: concurrent.futures.ThreadPoolExecutor) -> None:
         self.store = store

@@ -468,8 +468,9 @@ class RunStore:
         self._files["attempts"].write([attempt], sync=True)
 
     def write_attempts(self, attempts: Sequence[Mapping[str, Any]]) -> None:
-        """Append finished attempts and fsync once (group commit)."""
-        self._files["attempts"].write(attempts, sync=True)
+        """Append finished attempts, each line written and fsynced on its own (fsync per record)."""
+        for a in attempts:
+            self._files["attempts"].write([a], sync=True)
 
     def record_access_failure(self, row: Mapping[str, Any]) -> None:
         self._files["access_failures"].write([row], sync=True)
