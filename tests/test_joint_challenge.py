@@ -134,6 +134,18 @@ def test_compact_export_round_trip_and_refusals(world: PublicWorld, histories: j
     (tmp_path / "bad.json.gz").write_bytes(gzip.compress(json.dumps(bad).encode()))
     with pytest.raises(ConfigError, match="design_sha256"):
         jc.load_challenge_export(tmp_path / "bad.json.gz", world, histories=histories)
+    # the model-run profile: every value is ours (status n/a: the paper's hosted values are for reference only)
+    off = jc.run_challenge(world, histories=histories, state_off=True, backend=be)
+    rows = jc.embedded_profile_rows(loaded, doc, off)
+    assert rows and all(r.status == "n/a" for r in rows)
+    by = {(r.table, r.row, r.column): r.ours for r in rows}
+    assert by[("joint model run (provenance)", "requests decided", "count")] == ch.n_requests
+    for ns in ("Sem", "Opq"):
+        shares = [v for (t, _, c), v in by.items() if t == "joint choice profile (model run)" and c == ns]
+        assert len(shares) == 4 and abs(sum(x for x in shares if x is not None) - 1.0) < 1e-12
+    assert by[("joint repeat noise (model run)", "Full", "within-cell disagreement")] == pytest.approx(
+        float(np.mean([ch.within("full", c).mean() for c in CELLS])))
+    assert ("joint empty-ledger comparator (model run)", "Rekey (hist. rekey)", "A (T_gr vs Full 00)") in by
     (tmp_path / "junk.json.gz").write_bytes(b"not gzip")
     with pytest.raises(ConfigError, match="not a joint-challenge export"):
         jc.load_challenge_export(tmp_path / "junk.json.gz", world, histories=histories)
@@ -251,3 +263,11 @@ def test_subgroup_agreement_intervals_and_csv_export(world: PublicWorld, histori
         assert len(sub) == ns and np.mean(sub) == pytest.approx(float(row["agreement"]))
     assert {r["form"] for r in pooled_rows if r["group"] != "g08"} <= {"full", "value", "pair", "key_slot"}
 
+
+
+def test_embedded_reproduction_without_an_export_says_how_to_make_it(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    monkeypatch.setattr(jc, "EMBEDDED_EXPORT", tmp_path / "absent.json.gz")
+    rows = jc.joint_embedded()
+    assert len(rows) == 1 and rows[0].status == "n/a" and rows[0].ours is None
+    assert "replaylens llm joint --model local/embedded" in rows[0].note

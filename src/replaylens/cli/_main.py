@@ -498,9 +498,11 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
 @click.option("--export", "export_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="After a passing gate, write the compact export (gzip JSON) here.")
 @click.option("--offline", is_flag=True, help="Analyse recorded decisions only (no model calls).")
+@click.option("--state-off", is_flag=True, help="The empty-ledger comparator (records removed before serialization).")
 @_user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
-              concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool) -> None:
+              concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
+              state_off: bool) -> None:
     """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
 
     An interrupted run resumes where it stopped (rerun the same command); a finished run is
@@ -519,17 +521,17 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
     conc = concurrency or (1 if spec.startswith("local/") else 16)
-    ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline,
+    ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
                        acquire=AcquireSettings(concurrency=conc))
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
-    if ch.gate_ok:
+    if ch.gate_ok and not state_off:
         con = ch.renaming_contrast("full")
         click.echo(f"assignment minus renaming (Full): {float(con.mean()):.3f}; Mean agreement (Full, 00): "
                    f"{float(ch.agreement('mean', 'full').mean()):.3f}")
-        if export_path is not None:
-            click.echo(f"export written to {export_challenge_run(run_dir, export_path)}")
+    if ch.gate_ok and export_path is not None:
+        click.echo(f"export written to {export_challenge_run(run_dir, export_path)}")
     elif export_path is not None:
         click.echo("no export: the validation gate has not passed (rerun to resume)", err=True)
         sys.exit(1)

@@ -77,6 +77,7 @@ __all__ = [
     "allocate_groups",
     "assemble_challenge",
     "challenge_design",
+    "embedded_profile_rows",
     "export_challenge_run",
     "export_joint_csv",
     "load_challenge_export",
@@ -566,7 +567,8 @@ def load_challenge_export(path: str | os.PathLike[str], world: PublicWorld, *,
         raise ConfigError(f"{p}: field 'format' is {doc.get('format')!r}, expected {EXPORT_FORMAT!r}")
     man = doc["manifest"]
     hist = histories or search_histories(world)
-    design = challenge_design(hist, seed=int(man.get("seed", DESIGN_SEED)))
+    design = challenge_design(hist, seed=int(man.get("seed", DESIGN_SEED)),
+                              state_off=bool(man["design"].get("state_off", False)))
     if _design_digest(design) != doc["design_sha256"]:
         raise ConfigError(f"{p}: field 'design_sha256' does not match the design rebuilt from the seeds "
                           "(the export belongs to another design or code version)")
@@ -857,6 +859,121 @@ def joint_state_off() -> list[Comparison]:
                             None, "query utility, state-on minus empty ledger"))
         rows.append(compare("joint state-on minus state-off (ours)", label, "ΔO", None, float((o_on - o_off).mean()),
                             None, "oracle agreement, state-on minus empty ledger"))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ embedded model
+
+EMBEDDED_EXPORT = Path(__file__).parent / "data" / "joint-embedded.json.gz"
+EMBEDDED_OFF_EXPORT = Path(__file__).parent / "data" / "joint-embedded-state-off.json.gz"
+EMBEDDED_COMMAND = ("replaylens llm joint --model local/embedded --run-dir runs/joint-embedded "
+                    "--export src/replaylens/experiments/data/joint-embedded.json.gz")
+EMBEDDED_OFF_COMMAND = ("replaylens llm joint --model local/embedded --state-off --run-dir runs/joint-embedded-off "
+                        "--export src/replaylens/experiments/data/joint-embedded-state-off.json.gz")
+
+
+def _model_label(doc: dict[str, Any]) -> str:
+    st = doc["manifest"]["settings"]
+    name = Path(str(st["model"]).partition("/")[2]).name or str(st["model"])
+    params = st.get("params") or {}
+    return f"{name} ({params.get('readout', '?')} readout, {params.get('prompt_format', '?')} prompt)"
+
+
+def embedded_profile_rows(ch: JointChallenge, doc: dict[str, Any],
+                          off: JointChallenge | None = None) -> list[Comparison]:
+    """The joint challenge's tables for a model run (ours), with the paper's hosted-model values beside
+    them for reference only (status n/a: a different model, nothing is expected to match)."""
+    who = _model_label(doc)
+    note = f"ours: {who}, reanalysed from the committed export (zero model calls); paper: GPT-6 Astra (hosted)"
+    ours_only = f"ours only: {who}"
+    rows: list[Comparison] = []
+    val, use = doc["validation"], doc.get("usage") or {}
+    for label, v in (("requests planned", val["n_planned"]), ("requests decided", val["n_selected"]),
+                     ("attempts", val["n_attempts"]), ("format retries", val["format_retries"]),
+                     ("gate passed", float(bool(val["ok"])))):
+        rows.append(compare("joint model run (provenance)", label, "count", None, float(v), None, ours_only))
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+        tot = (use.get("totals") or use).get(key) if isinstance(use, dict) else None
+        if isinstance(tot, int | float):
+            rows.append(compare("joint model run (provenance)", key, "tokens", None, float(tot), None, ours_only))
+    eff = ch.main_effects()
+    ci = ch.main_effects_intervals()
+    for form in FORMS:
+        paper = _J_EFF[form]
+        for k, ns in enumerate(ch.namespaces):
+            for j, col in enumerate(("full", "rekey", "hist+menu")):
+                if col == "full" and form == "full":
+                    continue
+                lo, hi = ci[(ns, form, col)]
+                rows.append(compare("tab:joint-main-effects (model run)", _FORM_LABEL[form],
+                                    f"{_NS_LABEL[ns]}: {_COL[col]}", paper[3 * k + j], eff[(ns, form, col)], None,
+                                    f"{note}; ours 95% stratified stream bootstrap [{lo:.3f}, {hi:.3f}]"))
+    con = ch.renaming_contrast("full")
+    for k, ns in enumerate(ch.namespaces):
+        for label, c, e in (("Consistent renaming (00–11)", "00", "11"), ("Reassigned renaming (10–01)", "10", "01"),
+                            ("Assignment (00–10)", "00", "10"), ("Assignment (11–01)", "11", "01")):
+            rows.append(compare("joint four-cell control (model run, Full form)", label, _NS_LABEL[ns], None,
+                                float(ch.t_gr("full", c, "full", e)[:, k].mean()), None, ours_only))
+    est, lo, hi = ch.bootstrap(con.mean(axis=1), "renaming")
+    for col, v, pv in (("pooled estimate", est, 1.0), ("95% lower", lo, None), ("95% upper", hi, None)):
+        rows.append(compare("joint four-cell control (model run, Full form)", "Assignment minus renaming", col, pv,
+                            v, None, f"{note}; 10,000 stratified resamples; a consistent-renaming response well "
+                            "above 0 exposes label dependence"))
+    for form in FORMS:
+        rows.append(compare("joint repeat noise (model run)", _FORM_LABEL[form], "within-cell disagreement", None,
+                            float(np.mean([ch.within(form, c).mean() for c in CELLS])), None,
+                            f"{ours_only}; 0 for a deterministic readout (fresh repeats are fresh calls)"))
+    for rule in REFERENCE_RULES:
+        for k, ns in enumerate(ch.namespaces):
+            for j, (form, label) in enumerate((("full", "Full ledger"), ("value", "Value swap"))):
+                rows.append(compare("tab:joint-main-reference (model run)", _RULE_LABEL[rule],
+                                    f"{_NS_LABEL[ns]}: {label}", _J_REF[rule][2 * k + j],
+                                    float(ch.agreement(rule, form)[:, k].mean()), None, note))
+    # position and label profile: which menu row (semantic order) and which shown label the model picks
+    for k, ns in enumerate(ch.namespaces):
+        y = ch.Y[:, k]
+        for a, name in enumerate(ch.design.labels):
+            rows.append(compare("joint choice profile (model run)", f"menu row {a + 1} ({name})", _NS_LABEL[ns], None,
+                                float((y == a).mean()), None, f"{ours_only}; share of all decisions; the query "
+                                "oracle picks this row in "
+                                f"{float((np.argmax(ch.U, axis=-1) == a).mean()):.3f} of blocks"))
+    for form in FORMS:
+        u, o = ch.utility(form, "00")
+        rows.append(compare("joint utility (model run)", _FORM_LABEL[form], "U (cell 00)", None, float(u.mean()),
+                            None, f"{ours_only}; mean query utility"))
+        rows.append(compare("joint utility (model run)", _FORM_LABEL[form], "oracle agreement (cell 00)", None,
+                            float(o.mean()), None, ours_only))
+    if off is not None:
+        for label, form in (("Full", "full"), ("Value", "value")):
+            u_on = ch.utility(form, "00")[0]
+            u_off = off.utility("full", "00")[0]
+            rows.append(compare("joint state-on minus state-off (model run)", label, "changed actions", None,
+                                float(np.mean(ch.Y[:, :, FORMS.index(form), 0] != off.Y[:, :, 0, 0])), None,
+                                f"{ours_only}; share of decisions that differ from the empty-ledger decision"))
+            rows.append(compare("joint state-on minus state-off (model run)", label, "ΔU", None,
+                                float((u_on - u_off).mean()), None, ours_only))
+        rows.append(compare("joint empty-ledger comparator (model run)", "Rekey (hist. rekey)", "A (T_gr vs Full 00)",
+                            None, float(off.t_gr("full", "10", "full", "00").mean()), None,
+                            f"{ours_only}; same-estimand repeated-call reference (byte-identical prompts)"))
+    return rows
+
+
+@register_reproduction("joint-embedded", "Joint challenge with the embedded SmolLM2-135M model: its profile "
+                       "(T_gr per form and cell, renaming control, rule agreement, position bias)", issue="5")
+def joint_embedded() -> list[Comparison]:
+    if not EMBEDDED_EXPORT.exists():
+        return [compare("joint challenge (embedded model)", "whole challenge, 3,840 requests", "status", None, None,
+                        None, f"not run in this checkout: `{EMBEDDED_COMMAND}` (resumable; ~3 h on 2 CPU cores), "
+                        "then rerun this reproduction")]
+    from .public_data import public_world
+
+    world = public_world()
+    ch, doc = load_challenge_export(EMBEDDED_EXPORT, world)
+    off = load_challenge_export(EMBEDDED_OFF_EXPORT, world)[0] if EMBEDDED_OFF_EXPORT.exists() else None
+    rows = embedded_profile_rows(ch, doc, off)
+    if off is None:
+        rows.append(compare("joint empty-ledger comparator (model run)", "state-off run", "status", None, None, None,
+                            f"not run in this checkout: `{EMBEDDED_OFF_COMMAND}`"))
     return rows
 
 
