@@ -295,3 +295,25 @@ def test_joint_challenge_end_to_end_with_the_mean_rule(tmp_path: Path, fake: Cal
     plan = [json.loads(x) for x in (tmp_path / "plan.jsonl").read_text().splitlines()]
     assert [p["schedule_index"] for p in plan] == list(range(len(plan)))
     assert [p["meta"]["stream"] for p in plan] != sorted(p["meta"]["stream"] for p in plan)  # seeded shuffle
+
+
+def test_progress_callback_counts_requests_failures_and_tokens(tmp_path: Path,
+                                                               fake: Callable[..., FakeOpenAIServer]) -> None:
+    from replaylens.llm import AcquireProgress, acquisition_progress
+
+    srv = fake(policy=lambda sha, occ: "invalid_json" if occ == 0 else "ok")  # every request: one format retry
+    be = make_backend("openai/fake-model", base_url=srv.url)
+    seen: list[AcquireProgress] = []
+    with acquisition_progress(lambda p: seen.append(AcquireProgress(**vars(p)))):
+        st, _ = _run(tmp_path, be, _requests(be, 5))
+    n_seen = len(seen)
+    _run(tmp_path / "outside", be, _requests(be, 2))
+    assert len(seen) == n_seen  # no callback outside the block
+    last = seen[-1]
+    assert seen[0].done == 0 and seen[0].total == 5
+    assert (last.total, last.done, last.calls, last.failed_attempts) == (5, 5, 10, 5)
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+    use = [a["usage"] for a in _attempts(tmp_path) if a["usage"] is not None]
+    assert last.input_tokens == sum(u["input_tokens"] for u in use) > 0
+    assert last.output_tokens == sum(u["output_tokens"] for u in use)
+    st.close()

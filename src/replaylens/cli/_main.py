@@ -6,11 +6,12 @@ status 2; no partial results are written.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +40,38 @@ def cli() -> None:
     """Audit how an agent uses its logged experience by replaying transformed histories."""
 
 
+# ------------------------------------------------------------------ model-request progress
+
+
+@contextlib.contextmanager
+def _model_progress(console: Any, progress: Any = None) -> Iterator[None]:
+    """Show model requests done / to do, failed attempts and tokens for every acquisition in the block
+    (in ``progress``, a rich Progress, when given; else in a bar of its own)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..llm import AcquireProgress, acquisition_progress
+
+    own = progress is None
+    bar = progress or Progress(TextColumn("[bold]model[/]"), BarColumn(), MofNCompleteColumn(),
+                               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
+                               transient=True)
+    task = None
+
+    def update(p: AcquireProgress) -> None:
+        nonlocal task
+        info = (f"requests, {p.failed_attempts} failed attempts, {p.input_tokens:,} in "
+                f"({p.cached_input_tokens:,} cached) / {p.output_tokens:,} out tokens")
+        if task is None:
+            task = bar.add_task("model", total=p.total, info=info)
+        bar.update(task, completed=p.done, total=p.total, info=info)
+
+    with contextlib.ExitStack() as stack:
+        if own:
+            stack.enter_context(bar)
+        stack.enter_context(acquisition_progress(update))
+        yield
+
+
 # ------------------------------------------------------------------ shared audit runner
 
 
@@ -55,9 +88,10 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
 
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
     console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("[bold]replay[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("decisions"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("replay", total=None)
+    with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
+            _model_progress(console, bar):
+        task = bar.add_task("replay", total=None, info="decisions")
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -475,9 +509,12 @@ def llm_amend(run_dir: Path, reason: str, authorized_by: str, request_ids: tuple
 @_user_errors
 def llm_acquire(run_dir: Path, env_file: str) -> None:
     """Acquire every planned request that still needs an attempt, with the run's frozen settings."""
+    from rich.console import Console
+
     from ..llm import acquire_run
 
-    summary = acquire_run(run_dir, env_file=env_file)
+    with _model_progress(Console(stderr=True)):
+        summary = acquire_run(run_dir, env_file=env_file)
     click.echo(f"calls {summary.calls}, decided {summary.decided}, by status {summary.by_status}"
                + (f", access error: {summary.access_error}" if summary.access_error else ""))
     if summary.failed:
@@ -521,8 +558,11 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
     conc = concurrency or (1 if spec.startswith("local/") else 16)
-    ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
-                       acquire=AcquireSettings(concurrency=conc))
+    from rich.console import Console
+
+    with _model_progress(Console(stderr=True)):
+        ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
+                           acquire=AcquireSettings(concurrency=conc))
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")

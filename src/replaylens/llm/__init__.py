@@ -10,7 +10,7 @@
 See docs/llm.md.
 """
 
-from ._acquire import Acquirer, AcquireSettings, AcquireSummary
+from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress
 from ._agent import LLMAgent, make_agent
 from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
 from ._fake import FAULTS, FakeOpenAIServer
@@ -69,6 +69,7 @@ __all__ = [
     "PAPER_CONTEXTS",
     "PAPER_DOMAINS",
     "AccessError",
+    "AcquireProgress",
     "AcquireSettings",
     "AcquireSummary",
     "Acquirer",
@@ -98,6 +99,7 @@ __all__ = [
     "TransportError",
     "ValidationReport",
     "acquire_run",
+    "acquisition_progress",
     "amend",
     "backend_for",
     "embedded_model_path",

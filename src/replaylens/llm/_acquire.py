@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -23,7 +25,7 @@ from ._serialize import decode_response
 from ._store import RunStore, Step, Terminal, now_iso
 from ._types import AccessError, BackendError, Completion, Request
 
-__all__ = ["AcquireSettings", "AcquireSummary", "Acquirer", "run_sync"]
+__all__ = ["AcquireProgress", "AcquireSettings", "AcquireSummary", "Acquirer", "acquisition_progress", "run_sync"]
 
 T = TypeVar("T")
 
@@ -80,6 +82,35 @@ def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return ex.submit(asyncio.run, factory()).result()
 
 
+@dataclass
+class AcquireProgress:
+    """Live counters of one acquisition pass, handed to the :func:`acquisition_progress` callback after
+    every finished attempt: requests finished (decided or terminally failed) out of those that needed
+    an attempt, failed attempts, calls and token usage."""
+
+    total: int
+    done: int = 0
+    calls: int = 0
+    failed_attempts: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+
+ProgressCallback = Callable[[AcquireProgress], None]
+_PROGRESS: ContextVar[ProgressCallback | None] = ContextVar("replaylens_acquire_progress", default=None)
+
+
+@contextmanager
+def acquisition_progress(callback: ProgressCallback) -> Iterator[None]:
+    """Report every :class:`Acquirer` created inside the block to ``callback`` (e.g. a progress bar)."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 class _GroupCommit:
     """Durable attempt writes off the event loop: every line is written and fsynced (one fsync per
     record) before its worker continues; lines that arrive while a write is running queue for the
@@ -128,6 +159,8 @@ class Acquirer:
         self.store = store
         self.backend = backend
         self.settings = settings
+        self.progress_callback = _PROGRESS.get()  # read here: acquisition may run on another thread
+        self._progress = AcquireProgress(0)
         for s in backend.secrets():
             store.redact.add(s)
 
@@ -148,6 +181,9 @@ class Acquirer:
         summary = AcquireSummary()
         t0 = time.perf_counter()
         todo = [r for r in requests if isinstance(self.store.next_step(r.request_id), Step)]
+        self._progress = AcquireProgress(len(todo))
+        if self.progress_callback is not None:
+            self.progress_callback(self._progress)
         if todo and not offline:
             io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="replaylens-llm-io")
             commit = _GroupCommit(self.store, io)
@@ -209,6 +245,19 @@ class Acquirer:
             summary.by_status[attempt["status"]] = summary.by_status.get(attempt["status"], 0) + 1
             store.note_attempt(attempt)
             await commit.attempt(attempt)
+            self._report(req.request_id, attempt)
+
+    def _report(self, rid: str, attempt: dict[str, Any]) -> None:
+        p = self._progress
+        p.calls += 1
+        p.failed_attempts += attempt["status"] != "ok"
+        use = attempt.get("usage") or {}
+        p.input_tokens += int(use.get("input_tokens") or 0)
+        p.cached_input_tokens += int(use.get("cached_input_tokens") or 0)
+        p.output_tokens += int(use.get("output_tokens") or 0)
+        p.done += not isinstance(self.store.next_step(rid), Step)
+        if self.progress_callback is not None:
+            self.progress_callback(p)
 
     def _attempt(self, req: Request, step: Step, start: dict[str, Any], latency: float, comp: Completion | None,
                  err: BackendError | None) -> dict[str, Any]:
