@@ -1,6 +1,9 @@
-"""Bounded memories (FIFO, event time, reservoir, binned mean), migration checks, and public-data blocks."""
+"""Bounded memories (FIFO, event time, reservoir, binned mean), migration checks (state- and decision-level),
+public-data blocks, and policy calls over retrieved memory text through any model back-end."""
 
 from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
+from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
+from ._design import HISTORIES, MemoryCondition, MemoryDecisions, MemoryDesign, transform_history
 from ._events import EVENT_FIELDS, read_events, write_events
 from ._memories import (
     LINE_WIDTH,
@@ -17,31 +20,63 @@ from ._memories import (
     make_memory,
 )
 from ._policy import retrieved_mean_policy
+from ._prompt import (
+    MEMORY_INSTRUCTION,
+    Decision,
+    MemoryItem,
+    MemoryTemplate,
+    RetrievedMeanBackend,
+    acquire_decisions,
+    decide_direct,
+    memory_backend,
+    parse_memory_prompt,
+    render_memory_item,
+    render_memory_prompt,
+)
 from ._public import MemoryBlocks, build_memory_blocks
 
 __all__ = [
     "EVENT_FIELDS",
+    "HISTORIES",
+    "MEMORY_INSTRUCTION",
     "LINE_WIDTH",
     "MEMORIES",
     "MIGRATIONS",
     "BinnedMeanMemory",
     "BlockDiff",
+    "Decision",
+    "DecisionReport",
     "Event",
     "EventTimeMemory",
     "FIFOMemory",
     "Memory",
     "MemoryBlocks",
+    "MemoryCondition",
+    "MemoryDecisions",
+    "MemoryDesign",
+    "MemoryItem",
+    "MemoryTemplate",
     "MigrationReport",
     "NoMemory",
     "ReservoirMemory",
+    "RetrievedMeanBackend",
     "Slot",
+    "acquire_decisions",
     "apply_migration",
+    "audit_migration_decisions",
     "build_memory_blocks",
     "check_migration",
+    "decide_direct",
     "identifier_priority",
     "make_memory",
+    "memory_backend",
+    "parse_memory_prompt",
     "read_events",
+    "render_memory_item",
+    "render_memory_prompt",
+    "repeat_corrected",
     "retrieved_mean_policy",
     "snapshot",
+    "transform_history",
     "write_events",
 ]
