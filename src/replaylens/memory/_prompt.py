@@ -38,7 +38,7 @@ from ..llm import (
     open_store,
 )
 from ..llm._acquire import run_sync
-from ..llm._serialize import FOOTER_TEMPLATE, HEADER_TEMPLATE, canonical_json, item_key, sha256_text
+from ..llm._serialize import FOOTER_TEMPLATE, canonical_json, item_key, sha256_text
 from ..rng import derive_rng
 from ._policy import retrieved_mean_policy
 
@@ -75,6 +75,10 @@ ITEM_TEMPLATE = (
     "{records}\n"
 )
 ANSWER_TEMPLATE = "Answer with exactly one action: {choices}.\nAnswer:"
+HEADER_TEMPLATE = (
+    "You will make {n} independent decision{s}. Each numbered item is a separate task with its own retrieved "
+    "memory; decide each item only from its own text."
+)
 
 
 @dataclass(frozen=True)
