@@ -22,7 +22,7 @@ from replaylens.controllers import (
     ocrr_agent,
     run_closed_loop,
 )
-from replaylens.controllers._ledger import OCRR, UCB1
+from replaylens.controllers._ledger import OCRR, UCB1, LedgerState
 from replaylens.replay import replay
 from replaylens.substrates import make_bandit
 
@@ -105,6 +105,45 @@ def test_quarantine_for_six_steps_and_all_quarantined_falls_back_to_replicate() 
     for k in range(6):
         s_late = ctl.update(s_late, _task(t + k, "temporal", "low"), "coverage", 0.9)
     assert np.isfinite(ctl.scores(s_late, "source", "low", ARMS)).all()
+
+
+def _feed(ctl: LedgerController, values: list[float], arm: str = "coverage", t0: int = 0) -> LedgerState:
+    s = ctl.init_state()
+    for k, u in enumerate(values):
+        s = ctl.update(s, _task(t0 + k), arm, u)
+    return s
+
+
+def test_quarantine_trigger_pins_the_paper_rule() -> None:
+    """Paper L1093: at least six observations (the current one included), a current utility below 0.32
+    and a running mean (the current one included) below 0.46; both comparisons strict."""
+    ctl = LedgerController(OCRR)
+
+    def quarantined(values: list[float]) -> bool:
+        s = _feed(ctl, values)
+        return bool(np.isneginf(ctl.scores(s, "source", "low", ARMS)[0]))
+
+    assert not quarantined([0.1] * 5)  # five observations are not enough
+    assert quarantined([0.1] * 6)  # the sixth observation counts itself
+    assert not quarantined([0.1] * 5 + [0.32])  # current utility must be strictly below 0.32
+    assert quarantined([0.5] * 5 + [0.2])  # running mean 0.45 includes the current outcome (before: 0.5)
+    assert not quarantined([0.492] * 5 + [0.3])  # running mean exactly 0.46 is not below 0.46
+    assert not quarantined([0.9] * 5 + [0.1])  # a poor current outcome alone does not quarantine
+
+
+def test_quarantine_lasts_exactly_six_subsequent_policy_steps() -> None:
+    """Quarantined for the next six policy steps (clock = adaptation updates, any block); the frozen
+    future does not advance the clock."""
+    ctl = LedgerController(OCRR)
+    s = _feed(ctl, [0.1] * 6)
+    for k in range(7):
+        sc = ctl.scores(s, "source", "low", ARMS)
+        assert bool(np.isneginf(sc[0])) == (k < 6), k
+        assert np.isfinite(sc[1:]).all()
+        # repeated future decisions leave the state (and the clock) untouched
+        first = ctl.act(s, _fut(), ARMS, np.random.default_rng(0))
+        assert ctl.act(s, _fut(), ARMS, np.random.default_rng(1)) == first
+        s = ctl.update(s, _task(6 + k, "temporal", "low"), "mixed", 0.9)
 
 
 def test_ucb1_unvisited_arms_are_infinite() -> None:
