@@ -48,6 +48,20 @@ from ._serialize import (
     render_prompt,
 )
 from ._store import RunStore, ValidationReport, open_store
+from ._toolcall import (
+    FormatError,
+    LlamaToolBackend,
+    OpenAIToolBackend,
+    ScriptedToolBackend,
+    ToolCall,
+    ToolSpec,
+    ToolTurn,
+    ToolTurnBackend,
+    ToolTurnRequest,
+    make_tool_backend,
+    parse_tool_call,
+    tool_call_grammar,
+)
 from ._types import (
     AccessError,
     BackendError,
@@ -60,6 +74,18 @@ from ._types import (
 )
 
 __all__ = [
+    "FormatError",
+    "LlamaToolBackend",
+    "OpenAIToolBackend",
+    "ScriptedToolBackend",
+    "ToolCall",
+    "ToolSpec",
+    "ToolTurn",
+    "ToolTurnBackend",
+    "ToolTurnRequest",
+    "make_tool_backend",
+    "parse_tool_call",
+    "tool_call_grammar",
     "CELLS",
     "DECISION_INSTRUCTION",
     "FAULTS",

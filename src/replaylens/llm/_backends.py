@@ -127,6 +127,61 @@ def _classify(status: int, message: str, headers: Any) -> Exception:
     return AccessError(f"HTTP {status}: {message}", http_status=status)
 
 
+def openai_client_kwargs(settings: ModelSettings, api_key: str | None) -> dict[str, Any]:
+    """Client options shared by every OpenAI-compatible back-end: the SDK's own retries off (every retry is a
+    recorded attempt), the base URL always explicit (no environment variable can redirect calls)."""
+    if settings.base_url is None:
+        raise ConfigError("an OpenAI-compatible back-end needs an explicit base_url")
+    return {"api_key": api_key or "no-key", "base_url": settings.base_url, "max_retries": 0, "organization": None,
+            "project": None}
+
+
+def openai_call_errors() -> tuple[type[Exception], ...]:
+    """The SDK exceptions a call maps to a classified back-end error (anything else propagates)."""
+    import openai
+
+    return (openai.APIConnectionError, openai.APIStatusError, openai.APIResponseValidationError)
+
+
+def openai_error(exc: Exception, timeout: float) -> Exception:
+    """The classified back-end error of an ``openai`` SDK exception (re-raised by the caller)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return TransportError(f"timeout after {timeout:g} s")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransportError(f"connection error: {type(exc).__name__}: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        return _classify(exc.status_code, str(exc), exc.response.headers)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return TransportError(f"malformed response body: {exc}")
+    return TransportError(f"client error: {type(exc).__name__}")
+
+
+def parse_chat_response(raw: Any) -> Any:
+    """The parsed chat completion of a raw SDK response, or a ``TransportError`` for a malformed body."""
+    import openai
+
+    try:
+        resp = raw.parse()
+    except (ValueError, TypeError, openai.APIResponseValidationError) as exc:
+        raise TransportError(f"malformed response body: {type(exc).__name__}") from None
+    if isinstance(resp, str) or not hasattr(resp, "choices"):
+        raise TransportError("malformed response body: not a chat completion")
+    return resp
+
+
+def openai_usage(resp: Any) -> dict[str, Any] | None:
+    """Token usage of a chat completion (input, cached input, output, reasoning), None when not reported."""
+    u = getattr(resp, "usage", None)
+    if u is None:
+        return None
+    pd = getattr(u, "prompt_tokens_details", None)
+    cd = getattr(u, "completion_tokens_details", None)
+    return {"input_tokens": u.prompt_tokens, "cached_input_tokens": getattr(pd, "cached_tokens", None),
+            "output_tokens": u.completion_tokens, "reasoning_tokens": getattr(cd, "reasoning_tokens", None)}
+
+
 class OpenAIBackend(Backend):
     """Any OpenAI-compatible chat-completions endpoint through the ``openai`` SDK.
 
@@ -147,8 +202,7 @@ class OpenAIBackend(Backend):
     async def open(self) -> None:
         from openai import AsyncOpenAI
 
-        self._client = AsyncOpenAI(api_key=self._key or "no-key", base_url=self.settings.base_url, max_retries=0,
-                                   organization=None, project=None)
+        self._client = AsyncOpenAI(**openai_client_kwargs(self.settings, self._key))
 
     async def close(self) -> None:
         if self._client is not None:
@@ -168,35 +222,17 @@ class OpenAIBackend(Backend):
         return kw
 
     async def complete(self, request: Request, timeout: float) -> Completion:
-        import openai
 
         if self._client is None:
             raise RuntimeError("OpenAIBackend.open() was not awaited")
         try:
             raw = await self._client.chat.completions.with_raw_response.create(**self._kwargs(request),
                                                                                  timeout=timeout)
-        except openai.APITimeoutError:
-            raise TransportError(f"timeout after {timeout:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise TransportError(f"connection error: {type(exc).__name__}: {exc}") from None
-        except openai.APIStatusError as exc:
-            raise _classify(exc.status_code, str(exc), exc.response.headers) from None
-        except openai.APIResponseValidationError as exc:
-            raise TransportError(f"malformed response body: {exc}") from None
-        try:
-            resp = raw.parse()
-        except (ValueError, TypeError, openai.APIResponseValidationError) as exc:
-            raise TransportError(f"malformed response body: {type(exc).__name__}") from None
-        if isinstance(resp, str) or not hasattr(resp, "choices"):
-            raise TransportError("malformed response body: not a chat completion")
+        except openai_call_errors() as exc:
+            raise openai_error(exc, timeout) from None
+        resp = parse_chat_response(raw)
         headers = raw.headers
-        usage = None
-        u = getattr(resp, "usage", None)
-        if u is not None:
-            pd = getattr(u, "prompt_tokens_details", None)
-            cd = getattr(u, "completion_tokens_details", None)
-            usage = {"input_tokens": u.prompt_tokens, "cached_input_tokens": getattr(pd, "cached_tokens", None),
-                     "output_tokens": u.completion_tokens, "reasoning_tokens": getattr(cd, "reasoning_tokens", None)}
+        usage = openai_usage(resp)
         choice = resp.choices[0] if resp.choices else None
         msg = choice.message if choice is not None else None
         notes = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -24,10 +25,55 @@ from ..rng import derive_rng
 from ._backends import scripted_tokens
 from ._serialize import canonical_json, item_key
 
-__all__ = ["FAULTS", "FakeOpenAIServer"]
+__all__ = ["FAULTS", "TOOL_FAULTS", "FakeOpenAIServer", "scripted_tool_call"]
 
 FAULTS = ("ok", "timeout", "429", "500", "503", "invalid_json", "off_menu", "empty", "wrong_model",
-          "echo_mismatch", "garbage_body", "leak_key", "leak_key_error", "refusal", "length", "tool_call", "401")
+          "echo_mismatch", "garbage_body", "leak_key", "leak_key_error", "refusal", "length", "tool_call", "401",
+          "invalid_arguments", "unknown_tool", "non_menu_id", "repeat_id", "no_tool_call", "long_rationale")
+TOOL_FAULTS = ("invalid_arguments", "unknown_tool", "non_menu_id", "repeat_id", "no_tool_call", "long_rationale")
+"""Faults of tool-call requests (a body with ``tools``); ``invalid_json`` / ``off_menu`` map to the first / third."""
+
+_LEDGER_ROW = re.compile(r"^\d\d \| (\S+) \|", re.MULTILINE)
+
+
+def scripted_tool_call(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The fake server's default tool call: the forced tool (else the first offered one); each enum argument takes
+    the last enum value that is neither a ledger row's ID (``NN | ID | ...`` lines) nor used by an earlier call;
+    on a forced turn the arguments repeat the first earlier call's (a tested choice); strings say ``scripted``."""
+    tools = [t["function"] for t in body.get("tools", [])]
+    choice = body.get("tool_choice")
+    forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    fn: dict[str, Any] = next((t for t in tools if t["name"] == forced),
+                              tools[0] if tools else {"name": "none", "parameters": {}})
+    used: list[Any] = []
+    shown: set[str] = set()
+    for m in body.get("messages", []):
+        if m.get("role") == "assistant":
+            for c in m.get("tool_calls") or []:
+                try:
+                    used += list(json.loads(c["function"]["arguments"]).values())
+                except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+                    continue
+        elif m.get("role") == "user":
+            shown.update(_LEDGER_ROW.findall(str(m.get("content") or "")))
+    props = fn.get("parameters", {}).get("properties", {})
+    first_call: dict[str, Any] | None = None
+    for m in body.get("messages", []):
+        for c in (m.get("tool_calls") or []) if m.get("role") == "assistant" else []:
+            try:
+                first_call = first_call or json.loads(c["function"]["arguments"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    args: dict[str, Any] = {}
+    for k, sch in props.items():
+        if forced is not None and first_call is not None and k in first_call:
+            args[k] = first_call[k]
+        elif "enum" in sch:
+            free = [v for v in sch["enum"] if v not in used and v not in shown] or list(sch["enum"])
+            args[k] = free[-1]
+        else:
+            args[k] = "scripted"
+    return str(fn["name"]), args
 
 
 class _Server(ThreadingHTTPServer):
@@ -49,7 +95,8 @@ class FakeOpenAIServer:
     def __init__(self, *, rule: str = "mean", latency_s: float = 0.0, faults: Mapping[str, float] | None = None,
                  seed: int = 0, policy: Callable[[str, int], str] | None = None, model: str | None = None,
                  api_key: str | None = None, echo_input: bool = True, timeout_sleep_s: float = 5.0,
-                 service_tier: str = "default", noise: float = 0.0) -> None:
+                 service_tier: str = "default", noise: float = 0.0,
+                 tool_policy: Callable[[Mapping[str, Any]], tuple[str, Mapping[str, Any]]] | None = None) -> None:
         for f in (faults or {}):
             if f not in FAULTS:
                 raise ConfigError(f"unknown fault {f!r}; use {FAULTS}")
@@ -66,6 +113,7 @@ class FakeOpenAIServer:
         self.timeout_sleep_s = float(timeout_sleep_s)
         self.service_tier = service_tier
         self.noise = float(noise)
+        self.tool_policy = tool_policy or scripted_tool_call
         self.seen: Counter[str] = Counter()
         self.log: list[tuple[str, int, str]] = []  # (prompt sha256, occurrence, fault)
         self._lock = threading.Lock()
@@ -185,7 +233,10 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (json.JSONDecodeError, KeyError, StopIteration, TypeError):
                 self._error(400, "malformed request")
                 return
-            sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
+            echo = content
+            if body.get("tools"):  # tool turns: the digest of the canonical request body (the client's prompt digest)
+                echo = canonical_json(body)
+            sha = hashlib.sha256(echo.encode("utf-8")).hexdigest()
             with srv._lock:
                 occ = srv.seen[sha]
                 srv.seen[sha] += 1
@@ -214,6 +265,9 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             if fault == "garbage_body":
                 self._send(200, b"<html>not json", ctype="application/json")
+                return
+            if body.get("tools"):
+                self._respond_tool(fault, body, content, sha, occ, auth)
                 return
             ans = srv.answer(content, body, sha, occ)
             text: str | None = canonical_json(ans)
@@ -257,7 +311,60 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             }
             self._send(200, json.dumps(payload).encode(), headers)
 
+        def _respond_tool(self, fault: str, body: dict[str, Any], content: str, sha: str, occ: int,
+                          auth: str) -> None:
+            fault = {"invalid_json": "invalid_arguments", "off_menu": "non_menu_id"}.get(fault, fault)
+            name, args0 = srv.tool_policy(body)
+            args = dict(args0)
+            enum_keys = [k for k, v in _tool_props(body, name).items() if "enum" in v]
+            text: str | None = None
+            if fault == "unknown_tool":
+                name = "delete_everything"
+            elif fault == "non_menu_id" and enum_keys:
+                args[enum_keys[0]] = "NOT-ON-MENU"
+            elif fault == "repeat_id" and enum_keys:
+                shown = _LEDGER_ROW.findall(content)
+                args[enum_keys[0]] = shown[0] if shown else args[enum_keys[0]]
+            elif fault == "long_rationale":
+                args["rationale"] = "x" * 400
+            elif fault == "leak_key":
+                text = f"my credentials are {auth}"
+            arguments = canonical_json(args)
+            if fault == "invalid_arguments":
+                arguments = arguments[:-1]
+            calls = [] if fault == "no_tool_call" else [
+                {"id": f"call_{sha[:8]}_{occ}", "type": "function", "function": {"name": name, "arguments": arguments}}]
+            if fault == "no_tool_call":
+                text = "I would rather explain my choice in prose."
+            model = srv.model or body.get("model", "fake")
+            if fault == "wrong_model":
+                model = "some-other-model"
+            headers = {}
+            if srv.echo_input:
+                headers["x-input-sha256"] = ("0" * 64) if fault == "echo_mismatch" else sha
+            n_in = max(1, len(canonical_json(body.get("messages", []))) // 4)
+            n_out = max(1, len(arguments) // 4)
+            payload = {
+                "id": f"chatcmpl-{sha[:12]}-{occ}", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "service_tier": srv.service_tier, "system_fingerprint": "fp_fake",
+                "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None,
+                             "message": {"role": "assistant", "content": text, "refusal": None,
+                                         **({"tool_calls": calls} if calls else {})}}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+                          "prompt_tokens_details": {"cached_tokens": n_in // 2},
+                          "completion_tokens_details": {"reasoning_tokens": 0}},
+            }
+            self._send(200, json.dumps(payload).encode(), headers)
+
     return Handler
+
+
+def _tool_props(body: Mapping[str, Any], name: str) -> dict[str, Any]:
+    for t in body.get("tools", []):
+        fn = t.get("function", {})
+        if fn.get("name") == name:
+            return dict(fn.get("parameters", {}).get("properties", {}))
+    return {}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,6 +29,9 @@ __all__ = [
     "same_value",
 ]
 
+from ._agents import FORCE_MODES, LLMDebugger, LLMPlanner, LLMToolAgent, TurnJournal  # model-driven agents
+from ._debugging import read_export, write_export
+from ._envs import DebugEnv, PlanningEnv, debug_tool_schemas
 from ._planning import (  # sequential experiment planning (C4)
     CONFIGS,
     FACTORS,
@@ -54,3 +57,6 @@ __all__ += [
     "PlanningTask", "ScriptedPlanner", "analyze_planning", "build_planning_suite", "config_settings",
     "crn_equivariance", "planning_view", "reanalyze_planning", "reference_choices", "tool_schemas",
 ]
+
+__all__ += ["FORCE_MODES", "DebugEnv", "LLMDebugger", "LLMPlanner", "LLMToolAgent", "PlanningEnv", "TurnJournal",
+            "debug_tool_schemas", "read_export", "write_export"]

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ..rng import derive_rng
 from . import _sandbox
 from ._families import FAMILIES, make_instance
 from ._sandbox import RunResult, SandboxLimits, TestCase, run_candidate
+
+if TYPE_CHECKING:
+    from ._agents import LLMDebugger
 
 CONDITIONS = ("aligned", "value", "pair", "rename")
 PI_VALUE = (1, 0, 3, 2)
@@ -79,8 +82,37 @@ class SealedRunDirectory:
         return h
 
     def attempts(self) -> list[dict[str, Any]]:
-        p = self.root / "attempts.jsonl"
-        return [json.loads(x) for x in p.read_text().splitlines() if x] if p.exists() else []
+        """Finished attempts (a torn last line left by a kill is skipped)."""
+        from ._agents import read_jsonl
+
+        return read_jsonl(self.root / "attempts.jsonl")
+
+    def journal(self, agent: Any) -> Any:
+        """The model-turn journal of this run (secrets of the agent's back-end redacted in every line)."""
+        from ..llm import Redactor
+        from ._agents import TurnJournal
+
+        return TurnJournal(self.root, Redactor(agent.backend.secrets()))
+
+    def amend(self, applies_to: Sequence[str], *, reason: str, declared_before_acquisition: bool,
+              authorized_by: str = "protocol", max_replacements: int = 1) -> Path:
+        """Record a capacity-replacement amendment (C7.6) naming the requests it covers (``"*"``: all)."""
+        d = self.root / "amendments"
+        d.mkdir(exist_ok=True)
+        n = len(list(d.glob("*.json"))) + 1
+        doc = {"amendment_id": f"{n:04d}", "created_at": self._clock(), "authorized_by": authorized_by,
+               "reason": reason, "applies_to": sorted(applies_to), "declared_before_acquisition":
+               declared_before_acquisition, "constraints": {"same_prompts": True, "same_schema": True,
+               "same_agent": True, "max_replacements_per_request": max_replacements,
+               "successful_originals_untouched": True},
+               "manifest_sha256": self.manifest_sha()}
+        p = d / f"{n:04d}-capacity-replacement.json"
+        p.write_bytes(canonical(doc))
+        return p
+
+    def amendments(self) -> list[dict[str, Any]]:
+        d = self.root / "amendments"
+        return [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.exists() else []
 
     def _seal(self, choices: list[list[Any]], counts: dict[str, int]) -> str:
         h = sha256(canonical(choices))
@@ -284,7 +316,8 @@ class DebugRun(SealedRunDirectory):
     """One acquisition run directory: manifest (frozen first), attempts, amendments, seal, score release."""
 
     def __init__(self, root: str | Path, suite: Suite, *, seed: int, repeats: int = 2,
-                 agent: ScriptedDebugger | None = None, clock: Callable[[], str] | None = None) -> None:
+                 agent: ScriptedDebugger | LLMDebugger | None = None,
+                 clock: Callable[[], str] | None = None) -> None:
         self.root = Path(root)
         self.suite, self.seed, self.repeats = suite, seed, repeats
         self.agent = agent or ScriptedDebugger()
@@ -316,7 +349,14 @@ class DebugRun(SealedRunDirectory):
             "analysis_sha256": source_hash(analyze),
             "retry_policy": "no retries; capacity replacements only under a recorded amendment",
         }
-        return self._freeze(manifest)
+        if not isinstance(self.agent, ScriptedDebugger):
+            from . import _agents, _envs
+
+            manifest.update(model_manifest(self.agent, _envs.DebugEnv, _envs.debug_tool_schemas(["<12 IDs>"])))
+            manifest["transport_sha256"] = source_hash(_sandbox.run_candidate, *_agents.transport_objects())
+        h = self._freeze(manifest)
+        declare_retries(self, self.agent)
+        return h
 
     # -- acquisition
     def _public(self, task: DebugTask, c: int) -> RunResult:
@@ -340,46 +380,47 @@ class DebugRun(SealedRunDirectory):
             shown, menu = condition_view(task, req["condition"])
             session = ToolSession(task, req["condition"], self._public)
             g = derive_rng(self.seed, "code-debugging-agent", req["request_id"], kind)
+            if not isinstance(self.agent, ScriptedDebugger):
+                raise ConfigError("capacity_failures simulate failures of the scripted debugger only")
             self.agent.run(session, shown, menu, g)
             rec.update(status="ok", events=session.events, usage=None)
         rec["ended_at"] = self._clock()
         self._append(rec)
         return rec
 
-    def acquire(self, capacity_failures: Sequence[str] = ()) -> None:
-        """Run every planned trajectory once (``capacity_failures``: request IDs whose original fails)."""
+    def _env(self, req: dict[str, Any]) -> Any:
+        from ._envs import DebugEnv
+
+        return DebugEnv(next(t for t in self.suite.tasks if t.task_id == req["task"]), req["condition"],
+                        self._public)
+
+    def acquire(self, capacity_failures: Sequence[str] = ()) -> dict[str, int] | None:
+        """Run every planned trajectory once (``capacity_failures``: request IDs whose original fails; scripted
+        agent only).  A model agent resumes: finished trajectories are never asked again."""
         self.manifest_sha()
         order = derive_rng(self.seed, "code-debugging-order").permutation(len(self.plan))
+        if not isinstance(self.agent, ScriptedDebugger):
+            from ._agents import acquire_with_model
+
+            return acquire_with_model(self, self.agent, self._env, [int(j) for j in order])
         for j in order:
             req = self.plan[int(j)]
             self._trajectory(req, "original", req["request_id"] in capacity_failures)
-
-    def amend(self, applies_to: Sequence[str], *, reason: str, declared_before_acquisition: bool,
-              authorized_by: str = "protocol") -> Path:
-        d = self.root / "amendments"
-        d.mkdir(exist_ok=True)
-        n = len(list(d.glob("*.json"))) + 1
-        doc = {"amendment_id": f"{n:04d}", "created_at": self._clock(), "authorized_by": authorized_by,
-               "reason": reason, "applies_to": sorted(applies_to), "declared_before_acquisition":
-               declared_before_acquisition, "constraints": {"same_prompts": True, "same_schema": True,
-               "same_agent": True, "max_replacements_per_request": 1, "successful_originals_untouched": True},
-               "manifest_sha256": self.manifest_sha()}
-        p = d / f"{n:04d}-capacity-replacement.json"
-        p.write_bytes(canonical(doc))
-        return p
-
-    def amendments(self) -> list[dict[str, Any]]:
-        d = self.root / "amendments"
-        return [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.exists() else []
+        return None
 
     def replace(self, request_id: str) -> dict[str, Any]:
         """One replacement for a capacity failure, only under a recorded amendment naming it."""
-        if not any(request_id in a["applies_to"] for a in self.amendments()):
+        if not any(request_id in a["applies_to"] or "*" in a["applies_to"] for a in self.amendments()):
             raise SealError(f"no recorded amendment authorizes a replacement for {request_id}")
         mine = [a for a in self.attempts() if a["request_id"] == request_id]
         if not mine or mine[-1]["status"] != "capacity_error" or any(a["kind"] == "replacement" for a in mine):
             raise SealError(f"{request_id}: only one replacement, and only after a capacity failure")
         req = next(r for r in self.plan if r["request_id"] == request_id)
+        if not isinstance(self.agent, ScriptedDebugger):
+            from ._agents import acquire_with_model
+
+            acquire_with_model(self, self.agent, self._env, [self.plan.index(req)], only=[request_id])
+            return [a for a in self.attempts() if a["request_id"] == request_id][-1]
         return self._trajectory(req, "replacement", False)
 
     # -- validation gate and seal
@@ -401,8 +442,13 @@ class DebugRun(SealedRunDirectory):
             tools = [e["tool"] for e in a["events"]]
             if tools != ["run_tests"] * N_TEST_CALLS + ["submit_patch"]:
                 raise SealError(f"{rid}: protocol violation {tools}")
-            if a["kind"] == "replacement" and not any(rid in m["applies_to"] for m in self.amendments()):
+            if a["kind"] == "replacement" and not any(rid in m["applies_to"] or "*" in m["applies_to"]
+                                                     for m in self.amendments()):
                 raise SealError(f"{rid}: replacement without an amendment")
+        if not isinstance(self.agent, ScriptedDebugger):
+            from ._agents import model_gate
+
+            model_gate(self, sel)
         (self.root / "selection.json").write_bytes(canonical({k: v["attempt_id"] for k, v in sel.items()}))
         return sel
 
@@ -445,9 +491,9 @@ class DebugRun(SealedRunDirectory):
                "amendments": self.amendments(), "attempts": self.attempts(),
                "events": {rid: a["events"] for rid, a in sel.items()},
                "analysis": {"n_boot": 10_000, "level": 0.95, "seed": self.seed}}
-        p = Path(path)
-        p.write_bytes(canonical(doc))
-        return p
+        if not isinstance(self.agent, ScriptedDebugger):
+            doc["model_turns"] = export_turns(self.root)
+        return write_export(path, doc)
 
 
 # ---------------------------------------------------------------- analysis (C5.5)
@@ -499,5 +545,60 @@ def analyze(export: dict[str, Any]) -> dict[str, Any]:
 
 
 def reanalyze(path: str | Path) -> dict[str, Any]:
-    """Recompute every table from a compact export (no model call, no sandbox)."""
-    return analyze(json.loads(Path(path).read_text()))
+    """Recompute every table from a compact export (no model call, no sandbox); ``.gz`` exports are gzip JSON."""
+    return analyze(read_export(path))
+
+
+def write_export(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Write an export as canonical JSON (gzip when the name ends in ``.gz``, with a fixed mtime)."""
+    import gzip
+
+    p = Path(path)
+    data = canonical(doc)
+    p.write_bytes(gzip.compress(data, 9, mtime=0) if p.suffix == ".gz" else data)
+    return p
+
+
+def read_export(path: str | Path) -> dict[str, Any]:
+    import gzip
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such export file")
+    data = p.read_bytes()
+    try:
+        doc = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{p}: not a JSON export ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or "choice_seal" not in doc or "score_release" not in doc:
+        raise ConfigError(f"{p}: field 'choice_seal' / 'score_release' missing (not a sealed export)")
+    return doc
+
+
+def export_turns(root: Path) -> list[dict[str, Any]]:
+    """Compact per-turn provenance for an export: digests, kinds, statuses, parsed calls, usage (no prompt text)."""
+    from ._agents import read_jsonl
+
+    keep = ("turn_id", "attempt_id", "request_id", "stage", "kind", "role", "tool_choice", "prompt_sha256",
+            "server_input_sha256", "status", "format_error", "error", "tool_name", "arguments_text", "decoded_choice",
+            "usage", "runtime_metadata", "latency_s")
+    return [{k: t.get(k) for k in keep} for t in read_jsonl(root / "turns.jsonl")]
+
+
+def model_manifest(agent: Any, env_cls: Any, schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Manifest fields of a model-driven run (agent settings, prompt/tool-schema digests, source hash)."""
+    from . import _agents
+
+    mod = inspect.getmodule(env_cls)
+    return {"agent": agent.describe(), "tool_schemas_sha256": sha256(canonical(schemas)),
+            "prompt_source_sha256": sha256(inspect.getsource(mod).encode()) if mod else None,
+            "source_sha256": source_hash(env_cls, _agents.LLMToolAgent, ToolSession),
+            "retry_policy": ("at most one format correction per trajectory (C4.4); a second format error is a "
+                             "recorded protocol failure; capacity/transport replacements only under an amendment")}
+
+
+def declare_retries(run: SealedRunDirectory, agent: Any) -> None:
+    """With ``agent.retries`` > 0, the frozen replacement amendment (declared before acquisition, all requests)."""
+    if getattr(agent, "retries", 0) > 0 and not run.amendments():
+        run.amend(["*"], reason="frozen capacity/transport replacement policy", declared_before_acquisition=True,
+                  max_replacements=int(agent.retries))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import expit
@@ -20,7 +20,22 @@ from ..data import file_sha256, load, verified_path
 from ..errors import ConfigError
 from ..rng import derive_rng
 from ..substrates.public import ARMS, select_designs
-from ._debugging import ProtocolViolation, SealedRunDirectory, SealError, canonical, sha256, source_hash
+from ._debugging import (
+    ProtocolViolation,
+    SealedRunDirectory,
+    SealError,
+    canonical,
+    declare_retries,
+    export_turns,
+    model_manifest,
+    read_export,
+    sha256,
+    source_hash,
+    write_export,
+)
+
+if TYPE_CHECKING:
+    from ._agents import LLMPlanner
 
 PLAN_CONDITIONS = ("aligned", "value", "pair", "rename")
 FACTORS: tuple[tuple[str, tuple[Any, ...]], ...] = (
@@ -427,14 +442,24 @@ class PlanningRun(SealedRunDirectory):
     released = "final-test utilities"
 
     def __init__(self, root: str | Path, suite: PlanningSuite, *, seed: int, repeats: int = 2,
-                 planner: ScriptedPlanner | None = None, clock: Callable[[], str] | None = None) -> None:
+                 planner: ScriptedPlanner | LLMPlanner | None = None, clock: Callable[[], str] | None = None,
+                 tasks: Sequence[str] | None = None, conditions: Sequence[str] = PLAN_CONDITIONS) -> None:
         self.root = Path(root)
         self.suite, self.seed, self.repeats = suite, seed, repeats
         self.planner = planner or ScriptedPlanner()
         self._clock = clock or (lambda: datetime.now(UTC).isoformat())
+        if tasks is not None or tuple(conditions) != PLAN_CONDITIONS:  # a subset (smoke runs); analysis needs all
+            unknown = sorted(set(tasks or ()) - {t.task_id for t in suite.tasks})
+            bad = sorted(set(conditions) - set(PLAN_CONDITIONS))
+            if unknown or bad or not conditions:
+                raise ConfigError(f"unknown tasks {unknown} or conditions {bad} (field tasks / conditions)")
+            keep = set(tasks) if tasks is not None else {t.task_id for t in suite.tasks}
+            self.suite = PlanningSuite(suite.seed, tuple(t for t in suite.tasks if t.task_id in keep),
+                                       {k: v for k, v in suite.hidden.items() if k in keep}, suite.data_sha256)
+        self.conditions = tuple(conditions)
         self.plan: list[dict[str, Any]] = [
             {"request_id": f"{t.task_id}|{c}|{r}", "task": t.task_id, "condition": c, "repeat": r}
-            for t in suite.tasks for c in PLAN_CONDITIONS for r in range(repeats)]
+            for t in self.suite.tasks for c in self.conditions for r in range(repeats)]
         order = derive_rng(seed, "planning-order").permutation(len(self.plan))
         for k, j in enumerate(order):
             self.plan[int(j)]["schedule_index"] = k
@@ -460,11 +485,43 @@ class PlanningRun(SealedRunDirectory):
             "analysis_sha256": source_hash(analyze_planning),
             "retry_policy": "at most one format correction per trajectory (unused by the scripted planner)",
         }
-        return self._freeze(manifest)
+        if not isinstance(self.planner, ScriptedPlanner):
+            from . import _agents, _envs
 
-    def acquire(self) -> None:
-        """Every planned trajectory once, in the seeded schedule; one fresh generator per trajectory."""
+            manifest.update(model_manifest(self.planner, _envs.PlanningEnv, tool_schemas(["<96 displayed IDs>"])))
+            manifest["planner"] = manifest.pop("agent")
+            manifest["transport_sha256"] = source_hash(*_agents.transport_objects())
+            manifest["conditions"] = list(self.conditions)
+        h = self._freeze(manifest)
+        declare_retries(self, self.planner)
+        return h
+
+    def _env(self, req: dict[str, Any]) -> Any:
+        from ._envs import PlanningEnv
+
+        return PlanningEnv(self.suite.task(req["task"]), req["condition"])
+
+    def replace(self, request_id: str) -> dict[str, Any]:
+        """Replace a capacity / transport failure of a model trajectory under a recorded amendment."""
+        from ._agents import acquire_with_model
+
+        if isinstance(self.planner, ScriptedPlanner):
+            raise SealError("the scripted planner makes no model calls to replace")
+        req = next((r for r in self.plan if r["request_id"] == request_id), None)
+        if req is None:
+            raise ConfigError(f"unknown request {request_id!r}")
+        acquire_with_model(self, self.planner, self._env, [self.plan.index(req)], only=[request_id])
+        return [a for a in self.attempts() if a["request_id"] == request_id][-1]
+
+    def acquire(self) -> dict[str, int] | None:
+        """Every planned trajectory once, in the seeded schedule; one fresh generator per trajectory.  A model
+        planner resumes: finished trajectories are never asked again, interrupted ones re-run as recovery."""
         self.manifest_sha()
+        if not isinstance(self.planner, ScriptedPlanner):
+            from ._agents import acquire_with_model
+
+            order = sorted(range(len(self.plan)), key=lambda i: self.plan[i]["schedule_index"])
+            return acquire_with_model(self, self.planner, self._env, order)
         lines = []
         for req in sorted(self.plan, key=lambda r: r["schedule_index"]):
             task = self.suite.task(req["task"])
@@ -477,6 +534,7 @@ class PlanningRun(SealedRunDirectory):
                                     "usage": None}))
         with open(self.root / "attempts.jsonl", "ab") as fh:
             fh.write(b"".join(x + b"\n" for x in lines))
+        return None
 
     def validate(self) -> dict[str, dict[str, Any]]:
         sel: dict[str, dict[str, Any]] = {}
@@ -494,6 +552,10 @@ class PlanningRun(SealedRunDirectory):
                 raise SealError(f"{rid}: protocol violation {tools}")
             if not 0 <= a["label_accesses"] <= LABEL_BUDGET:
                 raise SealError(f"{rid}: label budget exceeded")
+        if not isinstance(self.planner, ScriptedPlanner):
+            from ._agents import model_gate
+
+            model_gate(self, sel)
         (self.root / "selection.json").write_bytes(canonical({k: v["attempt_id"] for k, v in sel.items()}))
         return sel
 
@@ -501,7 +563,7 @@ class PlanningRun(SealedRunDirectory):
         rows = [[r["task"], r["condition"], "agent", r["repeat"], e["step"], e["choice"]]
                 for r in self.plan for e in sel[r["request_id"]]["events"]]
         for t in self.suite.tasks:
-            for c in PLAN_CONDITIONS:
+            for c in self.conditions:
                 for ref, seq in reference_choices(t, c).items():
                     steps = range(N_STAGES - len(seq), N_STAGES)
                     rows += [[t.task_id, c, ref, 0, k, ch] for k, ch in zip(steps, seq, strict=True)]
@@ -542,9 +604,12 @@ class PlanningRun(SealedRunDirectory):
                "score_release": json.loads((self.root / "score_release.json").read_text()),
                "events": {rid: a["events"] for rid, a in sel.items()},
                "analysis": {"n_boot": n_boot, "seed": self.seed}}
-        p = Path(path)
-        p.write_bytes(canonical(doc))
-        return p
+        if not isinstance(self.planner, ScriptedPlanner):
+            doc["amendments"] = self.amendments()
+            doc["attempts"] = self.attempts()
+            doc["model_turns"] = export_turns(self.root)
+            doc["usage_summary"] = json.loads((self.root / "usage_summary.json").read_text())
+        return write_export(path, doc)
 
 
 # ---------------------------------------------------------------- analysis (C4.6)
@@ -647,4 +712,4 @@ def analyze_planning(export: dict[str, Any]) -> dict[str, Any]:
 
 def reanalyze_planning(path: str | Path) -> dict[str, Any]:
     """Recompute every table from a compact export (no executor or planner call)."""
-    return analyze_planning(json.loads(Path(path).read_text()))
+    return analyze_planning(read_export(path))
