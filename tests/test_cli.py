@@ -155,6 +155,13 @@ def test_reproduce_list_and_json() -> None:
         assert r["status"] == "match", r
     res = CliRunner().invoke(cli, ["reproduce", "no-such-table"])
     assert res.exit_code == 2
+    from replaylens.experiments import all_reproductions
+
+    res = CliRunner().invoke(cli, ["reproduce", "--list", "--issue", "3"])
+    listed = {line.split()[0] for line in res.output.splitlines() if line.strip()}
+    assert res.exit_code == 0 and listed == {k for k, r in all_reproductions().items() if r.issue == "3"}
+    res = CliRunner().invoke(cli, ["reproduce", "--list", "--issue", "no-such-issue"])
+    assert res.exit_code == 2 and "no reproduction belongs" in res.output
 
 
 def test_check_writer_passes_and_catches_a_false_declaration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
