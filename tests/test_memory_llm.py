@@ -277,3 +277,21 @@ def test_check_migration_bad_policy_exits_2(tmp_path: Path) -> None:
 def test_canonical_rows_are_json(public_data_dir: Path) -> None:
     d = _small_design(public_data_dir)
     assert json.loads(canonical_json(d.to_dict()))["conditions"][0]["memory"] == "fifo"
+
+
+def test_documented_decision_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    doc = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+    res = CliRunner().invoke(cli, ["check-migration", "--memory", "docs.examples.deque_memory:make", "--events",
+                                   "docs/examples/memory-events.jsonl", "--policy", "scripted/mean"])
+    assert res.exit_code == 0, res.output
+    shown = [ln for ln in doc.split("--policy scripted/mean\n", 1)[1].split("```", 1)[0].splitlines()
+             if ln and ln != "..."]
+    assert len(shown) == 4 and all(ln in res.output.splitlines() for ln in shown)
+
+
+def test_memory_audit_cli_bad_input_exits_2(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["memory-audit", "--model", "scripted/sum", "--run-dir", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "scripted/mean" in res.output
+    res = CliRunner().invoke(cli, ["memory-audit", "--model", "scripted/mean"])
+    assert res.exit_code == 2 and "--run-dir" in res.output
