@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..reproduce import Comparison, compare, register_reproduction
-from ..tools import DebugRun, build_suite, reanalyze
+from ..tools import DebugRun, build_suite, read_export, reanalyze
 
 SEED = 20260907
 NOTE = ("scripted debugger (seeded, ε = 0.25 random test calls, so repeats differ); the paper's values come from "
@@ -48,14 +48,57 @@ def code_debugging() -> list[Comparison]:
     for c, pu in paper_u.items():
         rows.append(compare("tab:code-debugging-main", LABELS.get(c, "Aligned"), "Hidden U", pu, res["hidden_u"][c],
                             None, NOTE))
-    paper = {("First action", "value"): (0.604, 0.438, 0.771), ("First action", "pair"): (0.042, 0.0, 0.125),
-             ("First action", "rename"): (0.083, 0.021, 0.167), ("Final action", "value"): (0.167, 0.042, 0.312),
-             ("Final action", "pair"): (0.0, 0.0, 0.0), ("Final action", "rename"): (0.0, 0.0, 0.0),
-             ("Hidden utility", "value"): (-0.125, -0.292, 0.0), ("Hidden utility", "pair"): (0.0, 0.0, 0.0),
-             ("Hidden utility", "rename"): (0.0, 0.0, 0.0)}
+    rows += _paper_rows(res, NOTE)
+    return rows
+
+
+_PAPER_U = {"aligned": 1.000, "value": 0.875, "pair": 1.000, "rename": 1.000}
+_PAPER = {("First action", "value"): (0.604, 0.438, 0.771), ("First action", "pair"): (0.042, 0.0, 0.125),
+          ("First action", "rename"): (0.083, 0.021, 0.167), ("Final action", "value"): (0.167, 0.042, 0.312),
+          ("Final action", "pair"): (0.0, 0.0, 0.0), ("Final action", "rename"): (0.0, 0.0, 0.0),
+          ("Hidden utility", "value"): (-0.125, -0.292, 0.0), ("Hidden utility", "pair"): (0.0, 0.0, 0.0),
+          ("Hidden utility", "rename"): (0.0, 0.0, 0.0)}
+
+
+def _paper_rows(res: dict[str, Any] | None, note: str) -> list[Comparison]:
+    """Table CD: the paper's value next to ours (ours None when ``res`` is None)."""
+    rows: list[Comparison] = []
+    for c, pu in _PAPER_U.items():
+        rows.append(compare("tab:code-debugging-main", LABELS.get(c, "Aligned"), "Hidden U", pu,
+                            None if res is None else res["hidden_u"][c], None, note))
+    if res is None:
+        for (ro, c), (pe, _, _) in _PAPER.items():
+            rows.append(compare("tab:code-debugging-intervals", f"{ro} / {LABELS[c]}", "estimate", pe, None, None,
+                                note))
+        return rows
     for r in res["rows"]:
-        pe, pl, pu2 = paper[(r.readout, r.condition)]
+        pe, pl, pu2 = _PAPER[(r.readout, r.condition)]
         for col, p, ours in (("estimate", pe, r.estimate), ("lower", pl, r.lower), ("upper", pu2, r.upper)):
             rows.append(compare("tab:code-debugging-intervals", f"{r.readout} / {LABELS[r.condition]}", col, p, ours,
-                                None, NOTE))
+                                None, note))
     return rows
+
+
+EMBEDDED = "code-debugging-embedded"
+EMBEDDED_EXPORT = Path(__file__).parent / "data" / f"{EMBEDDED}.json.gz"
+EMBEDDED_COMMAND = (f"replaylens tools debug --model local/embedded --run-dir runs/{EMBEDDED} --threads 2 "
+                    f"--export src/replaylens/experiments/data/{EMBEDDED}.json.gz")
+EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool calls, greedy; the paper's values are "
+                 "GPT-6 Astra's (the paper's, not ours)")
+
+
+@register_reproduction(EMBEDDED, "Code-debugging tool agent with the embedded model (re-analysis of a committed "
+                       "export; zero model calls)", issue="7")
+def code_debugging_embedded(path: Path | None = None) -> list[Comparison]:
+    p = EMBEDDED_EXPORT if path is None else path
+    if not p.exists():
+        return [compare("export", EMBEDDED, "status", None, None, None,
+                        f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
+                        f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
+    res = reanalyze(p)
+    doc = read_export(p)
+    corr = sum(1 for t in doc.get("model_turns", []) if t.get("kind") == "format_retry")
+    rows = [compare("structure", "trajectories", "count", 192, res["n_trajectories"], 0, "24 × 4 conditions × 2"),
+            compare("structure", "tool events", "count", 768, res["n_events"], 0, "3 run_tests + 1 submit_patch"),
+            compare("acquisition", "format corrections", "count", 0, corr, None, EMBEDDED_NOTE)]
+    return rows + _paper_rows(res, EMBEDDED_NOTE)

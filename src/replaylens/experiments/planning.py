@@ -17,6 +17,7 @@ from ..tools import (
     ScriptedPlanner,
     build_planning_suite,
     crn_equivariance,
+    read_export,
     reanalyze_planning,
 )
 
@@ -108,38 +109,79 @@ def sequential_planning() -> list[Comparison]:
     inside = all(r.extra["distinct_min"] >= 3 and r.extra["distinct_max"] <= 6 for r in s6)
     rows.append(compare("invariant", "Distinct within [3, 6] for every task and condition", "indicator", 1.0,
                         float(inside), 0, "3 fresh runs per repeat, two repeats"))
+    rows += _paper_rows(res, NOTE)
+    rows.append(compare("timing", "whole experiment (seconds)", "wall", None, out["seconds"], None,
+                        "suite + 384 trajectories + seal + score + analysis + equivariance check"))
+    return rows
+
+
+def _paper_rows(res: dict[str, Any] | None, note: str) -> list[Comparison]:
+    """Tables S1–S6: the paper's value next to ours (ours None when ``res`` is None)."""
+    rows: list[Comparison] = []
+    if res is None:
+        for (step, c), s1 in _S1.items():
+            rows.append(compare("tab:sequential-responses", f"{step} / {LABELS[c]}", "T_gr", s1[0], None, None,
+                                note))
+        for (pol, c), s3 in _S3.items():
+            rows.append(compare("tab:sequential-utility", f"{REF_LABELS.get(pol, pol)} / {LABELS[c]}", "estimate",
+                                s3[0], None, None, note))
+        return rows
+    by = {(r.table, r.row, r.condition): r for r in res["rows"]}
     for (step, c), (e, lo, hi, cr, wi, al) in _S1.items():
         r = by[("S1", step, c)]
         for col, pv, ov in (("T_gr", e, r.estimate), ("lower", lo, r.lower), ("upper", hi, r.upper),
                             ("cross", cr, r.extra["cross"]), ("within", wi, r.extra["within"]),
                             ("aligned", al, r.extra["aligned"])):
-            rows.append(compare("tab:sequential-responses", f"{step} / {LABELS[c]}", col, pv, ov, None, NOTE))
+            rows.append(compare("tab:sequential-responses", f"{step} / {LABELS[c]}", col, pv, ov, None, note))
     for step, vals in _S2.items():
         r = by[("S2", step, "value-pair")]
         for col, pv, ov in zip(("estimate", "lower", "upper"), vals, (r.estimate, r.lower, r.upper), strict=True):
-            rows.append(compare("tab:sequential-gaps", step, col, pv, ov, None, NOTE))
+            rows.append(compare("tab:sequential-gaps", step, col, pv, ov, None, note))
     for (pol, c), vals in _S3.items():
         r = by[("S3", pol, c)]
         for col, pv, ov in zip(("estimate", "lower", "upper"), vals, (r.estimate, r.lower, r.upper), strict=True):
             rows.append(compare("tab:sequential-utility", f"{REF_LABELS.get(pol, pol)} / {LABELS[c]}", col, pv, ov,
-                                None, NOTE))
+                                None, note))
     for c, vals in _S4.items():
         r = by[("S4", f"{c} minus aligned", c)]
         for col, pv, ov in zip(("estimate", "lower", "upper", "level"), (*vals, 0.975 if c != "rename" else 0.95),
                                (r.estimate, r.lower, r.upper, r.level), strict=True):
             rows.append(compare("tab:sequential-utility-contrasts", f"{LABELS[c]} minus aligned", col, pv, ov,
-                                0 if col == "level" else None, NOTE))
+                                0 if col == "level" else None, note))
     for (pol, c), vals in _S5.items():
         r = by[("S5", pol, c)]
         for col, pv, ov in zip(("estimate", "lower", "upper"), vals, (r.estimate, r.lower, r.upper), strict=True):
             rows.append(compare("tab:sequential-references", f"{REF_LABELS[pol]} / {LABELS[c]}", col, pv, ov,
-                                None, NOTE))
+                                None, note))
     for c, (dis, gap, lo, hi) in _S6.items():
         r = by[("S6", "Gap", c)]
         for col, pv, ov in (("Distinct", dis, r.extra["distinct"]), ("Gap", gap, r.estimate), ("lower", lo, r.lower),
                             ("upper", hi, r.upper)):
             rows.append(compare("tab:sequential-exploration", LABELS[c], col, pv, ov, None,
-                                NOTE + "; Distinct / Gap definitions inferred (C10-D4)"))
-    rows.append(compare("timing", "whole experiment (seconds)", "wall", None, out["seconds"], None,
-                        "suite + 384 trajectories + seal + score + analysis + equivariance check"))
+                                note + "; Distinct / Gap definitions inferred (C10-D4)"))
     return rows
+
+
+EMBEDDED = "sequential-planning-embedded"
+EMBEDDED_EXPORT = Path(__file__).parent / "data" / f"{EMBEDDED}.json.gz"
+EMBEDDED_COMMAND = (f"replaylens tools plan --model local/embedded --run-dir runs/{EMBEDDED} --threads 2 "
+                    f"--export src/replaylens/experiments/data/{EMBEDDED}.json.gz")
+EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool calls, greedy; the paper's values are "
+                 "GPT-6 Astra's (the paper's, not ours)")
+
+
+@register_reproduction(EMBEDDED, "Sequential experiment planning with the embedded model (re-analysis of a committed "
+                       "export; zero model calls)", issue="7")
+def sequential_planning_embedded(path: Path | None = None) -> list[Comparison]:
+    p = EMBEDDED_EXPORT if path is None else path
+    if not p.exists():
+        return [compare("export", EMBEDDED, "status", None, None, None,
+                        f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
+                        f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
+    res = reanalyze_planning(p)
+    rows = [compare("structure", "trajectories", "count", 384, res["n_trajectories"], 0, "2 × 4 conditions × 48"),
+            compare("structure", "accepted decisions", "count", 1536, res["n_decisions"], 0, "384 × 4")]
+    doc = read_export(p)
+    corr = int(doc.get("usage_summary", {}).get("format_corrections", 0))
+    rows.append(compare("acquisition", "format corrections", "count", 383, corr, None, EMBEDDED_NOTE))
+    return rows + _paper_rows(res, EMBEDDED_NOTE)
