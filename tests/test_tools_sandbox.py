@@ -14,6 +14,16 @@ def test_clean_candidate_counts_passes() -> None:
     assert (r.status, r.passed, r.total) == ("ok", 1, 2)
 
 
+def test_set_order_is_the_same_in_every_run() -> None:
+    # a buggy deduplication that depends on string hashing must give the same verdict every time
+    src = "def f(xs):\n    return list(set(xs))\n"
+    # two-element lists: each test passes for about half of all hash seeds
+    tests = [TestCase(([f"a{i}", f"b{i}"],), [f"a{i}", f"b{i}"]) for i in range(12)]
+    runs = [run_candidate(src, "f", tests) for _ in range(6)]
+    assert all(r.status == "ok" for r in runs)
+    assert len({r.passed for r in runs}) == 1
+
+
 @pytest.mark.parametrize("body, expect", [
     ("def f(x):\n    while True:\n        pass\n", "timeout"),
     ("def f(x):\n    a = [0] * (10 ** 10)\n    return x + 1\n", "error:MemoryError"),

@@ -44,10 +44,6 @@ def code_debugging() -> list[Comparison]:
             compare("structure", "tool events", "count", 768, res["n_events"], 0, "3 run_tests + 1 submit_patch each"),
             compare("structure", "candidates per task", "count", 12, len(run_experiment()["suite"].tasks[0].sources),
                     0, "2 correct + 10 buggy")]
-    paper_u = {"aligned": 1.000, "value": 0.875, "pair": 1.000, "rename": 1.000}
-    for c, pu in paper_u.items():
-        rows.append(compare("tab:code-debugging-main", LABELS.get(c, "Aligned"), "Hidden U", pu, res["hidden_u"][c],
-                            None, NOTE))
     rows += _paper_rows(res, NOTE)
     return rows
 

@@ -2,8 +2,10 @@
 
 Layers (see docs/tools.md for what each does when the parent runs as root):
 
-* a fresh interpreter ``python -I -S -B`` in a private temporary directory with an empty environment
-  (only ``PYTHONHASHSEED=0``), so no user site, no venv packages and no inherited paths;
+* a fresh interpreter ``python -P -s -S -B`` in a private temporary directory with an environment that
+  holds only ``PYTHONHASHSEED=0``, so no user site, no venv packages, no inherited paths, and string
+  hashing (hence set order, which buggy candidates may depend on) is the same in every run; ``-I``
+  is not used because it would ignore ``PYTHONHASHSEED`` (the environment is empty otherwise);
 * an in-child audit hook (``sys.addaudithook``, which child code cannot remove) that refuses sockets,
   process creation (fork / exec / spawn / subprocess), ``ctypes``, and any ``open`` outside the private
   directory and the standard library (writes only inside the private directory); ``socket.socket`` is
@@ -216,7 +218,7 @@ def run_candidate(source: str, func: str, tests: Sequence[TestCase], limits: San
         cfg = {"source": source, "func": func, "tests": [repr(tuple(t.args)) for t in tests],
                "per_test_s": float(lim.per_test_s), "stdlib": _stdlib_dirs(), "audit": lim.audit_hook}
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", runner], cwd=tmp, env={"PYTHONHASHSEED": "0"},
+        proc = subprocess.Popen([sys.executable, "-P", "-s", "-S", "-B", runner], cwd=tmp, env={"PYTHONHASHSEED": "0"},
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 preexec_fn=lambda: _preexec(lim), close_fds=True)
         timed_out = False
