@@ -307,7 +307,8 @@ def test_progress_callback_counts_requests_failures_and_tokens(tmp_path: Path,
     with acquisition_progress(lambda p: seen.append(AcquireProgress(**vars(p)))):
         st, _ = _run(tmp_path, be, _requests(be, 5))
     n_seen = len(seen)
-    _run(tmp_path / "outside", be, _requests(be, 2))
+    outside, _ = _run(tmp_path / "outside", be, _requests(be, 2))
+    outside.close()
     assert len(seen) == n_seen  # no callback outside the block
     last = seen[-1]
     assert seen[0].done == 0 and seen[0].total == 5
