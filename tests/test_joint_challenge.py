@@ -140,6 +140,7 @@ def test_compact_export_round_trip_and_refusals(world: PublicWorld, histories: j
     assert rows and all(r.status == "n/a" for r in rows)
     by = {(r.table, r.row, r.column): r.ours for r in rows}
     assert by[("joint model run (provenance)", "requests decided", "count")] == ch.n_requests
+    assert by[("joint model run (provenance)", "input_tokens", "tokens")] == doc["usage"]["all"]["input_tokens"]
     for ns in ("Sem", "Opq"):
         shares = [v for (t, _, c), v in by.items() if t == "joint choice profile (model run)" and c == ns]
         assert len(shares) == 4 and abs(sum(x for x in shares if x is not None) - 1.0) < 1e-12

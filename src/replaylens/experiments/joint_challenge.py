@@ -892,8 +892,9 @@ def embedded_profile_rows(ch: JointChallenge, doc: dict[str, Any],
                      ("attempts", val["n_attempts"]), ("format retries", val["format_retries"]),
                      ("gate passed", float(bool(val["ok"])))):
         rows.append(compare("joint model run (provenance)", label, "count", None, float(v), None, ours_only))
+    totals = use.get("all", use) if isinstance(use, dict) else {}
     for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
-        tot = (use.get("totals") or use).get(key) if isinstance(use, dict) else None
+        tot = totals.get(key) if isinstance(totals, dict) else None
         if isinstance(tot, int | float):
             rows.append(compare("joint model run (provenance)", key, "tokens", None, float(tot), None, ours_only))
     eff = ch.main_effects()
