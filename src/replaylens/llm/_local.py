@@ -104,7 +104,7 @@ class LlamaCppBackend(Backend):
 
     def __init__(self, path: str, *, seed: int = 0, n_ctx: int = 4096, llama: Any = None,
                  readout: str = "logits", prompt_format: str = "chat", n_threads: int | None = None,
-                 cache_size: int = 64) -> None:
+                 cache_size: int = 256) -> None:
         if readout not in READOUTS:
             raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}")
         if prompt_format not in PROMPT_FORMATS:
