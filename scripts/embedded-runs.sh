@@ -11,12 +11,13 @@
 # and each experiment resumes where it stopped; finished ones cost nothing. A journaled run refuses to
 # resume under changed transport code, so long runs are best started from a frozen copy of the source:
 #   git archive HEAD src | tar -x -C runs/code && PYTHONPATH=$PWD/runs/code/src scripts/embedded-runs.sh
+# DATA=DIR overrides where the exports go (default: this checkout's src/replaylens/experiments/data).
 # Rough cost on 2 CPU cores, with the exact prompt cache: joint challenge ~3 h, state-off minutes,
 # code debugging ~1 h, memory audit ~2-4 h, sequential planning several hours.
 set -uo pipefail
 RUNS=${1:-runs}
 THREADS=${2:-2}
-DATA=$(cd "$(dirname "$0")/.." && pwd)/src/replaylens/experiments/data
+DATA=${DATA:-$(cd "$(dirname "$0")/.." && pwd)/src/replaylens/experiments/data}
 PY=${PYTHON:-python}
 mkdir -p "$RUNS"
 status=0
