@@ -148,7 +148,7 @@ def test_compact_export_round_trip_and_refusals(world: PublicWorld, histories: j
         float(np.mean([ch.within("full", c).mean() for c in CELLS])))
     assert ("joint empty-ledger comparator (model run)", "Rekey (hist. rekey)", "A (T_gr vs Full 00)") in by
     (tmp_path / "junk.json.gz").write_bytes(b"not gzip")
-    with pytest.raises(ConfigError, match="not a joint-challenge export"):
+    with pytest.raises(ConfigError, match="not a ReplayLens export"):
         jc.load_challenge_export(tmp_path / "junk.json.gz", world, histories=histories)
 
 

@@ -26,9 +26,7 @@ schedule (group ``None``).
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
-import json
 import os
 import tempfile
 import time
@@ -40,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from .._durable import atomic_write
 from ..agents import REFERENCE_RULES
 from ..errors import ConfigError
 from ..inference import cluster_bootstrap
@@ -61,6 +58,7 @@ from ..llm._serialize import canonical_json
 from ..reproduce import Comparison, compare, register_reproduction
 from ..rng import derive_rng, derive_seed
 from ..substrates.public import PublicWorld
+from ._run_export import read_export, run_section, section_rows, write_export
 
 __all__ = [
     "CHUNK",
@@ -524,33 +522,13 @@ def export_challenge_run(run_dir: str | os.PathLike[str], path: str | os.PathLik
     and its sha256, the gate's report, token usage and one row per block decision.  The export is
     what a repository ships so the tables are recomputed without a model call
     (:func:`load_challenge_export`); the full run directory (prompts, attempts) stays with the run."""
-    from ..llm import validate as validate_run
-    from ..llm._store import RunStore, open_store
+    def row(req: Any, i: int, tok: str | None, act: str, kind: str | None) -> list[Any]:
+        m = req.meta
+        return [m["stream"], m["namespace"], m["form"], m["cell"], int(m["repeat"]), i, tok, act, kind]
 
-    rep = validate_run(run_dir)
-    with open_store(run_dir) as store:
-        manifest = store.manifest
-        usage = store.usage_summary()
-        msha = RunStore.manifest_sha256(Path(run_dir) / "manifest.json")
-        rows = []
-        for rid in store.plan:
-            req = store.request(rid)
-            d = store.decisions(rid)
-            if d is None:
-                continue
-            sel = store.selected(rid) or {}
-            toks = sel.get("parsed_decisions") or []
-            for i, act in enumerate(d):
-                rows.append([req.meta["stream"], req.meta["namespace"], req.meta["form"], req.meta["cell"],
-                             int(req.meta["repeat"]), i, toks[i] if i < len(toks) else None, act, sel.get("kind")])
-    doc = {"format": EXPORT_FORMAT, "manifest": manifest, "manifest_sha256": msha,
-           "design_sha256": hashlib.sha256(canonical_json(manifest["design"]).encode("utf-8")).hexdigest(),
-           "validation": rep.to_dict(), "usage": usage, "columns": list(_EXPORT_KEYS), "rows": rows}
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8"), mtime=0)
-    atomic_write(out, data)
-    return out
+    doc: dict[str, Any] = {"format": EXPORT_FORMAT, **run_section(run_dir, _EXPORT_KEYS, row)}
+    doc["design_sha256"] = hashlib.sha256(canonical_json(doc["manifest"]["design"]).encode("utf-8")).hexdigest()
+    return write_export(doc, path)
 
 
 def load_challenge_export(path: str | os.PathLike[str], world: PublicWorld, *,
@@ -559,12 +537,7 @@ def load_challenge_export(path: str | os.PathLike[str], world: PublicWorld, *,
     rebuilt from the seeds (search and design) and must be byte-identical to the one frozen in the
     export's manifest; otherwise the export belongs to another design and is refused."""
     p = Path(path)
-    try:
-        doc = json.loads(gzip.decompress(p.read_bytes()))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{p}: not a joint-challenge export ({exc})") from None
-    if doc.get("format") != EXPORT_FORMAT:
-        raise ConfigError(f"{p}: field 'format' is {doc.get('format')!r}, expected {EXPORT_FORMAT!r}")
+    doc = read_export(p, EXPORT_FORMAT)
     man = doc["manifest"]
     hist = histories or search_histories(world)
     design = challenge_design(hist, seed=int(man.get("seed", DESIGN_SEED)),
@@ -572,7 +545,7 @@ def load_challenge_export(path: str | os.PathLike[str], world: PublicWorld, *,
     if _design_digest(design) != doc["design_sha256"]:
         raise ConfigError(f"{p}: field 'design_sha256' does not match the design rebuilt from the seeds "
                           "(the export belongs to another design or code version)")
-    rows = [dict(zip(doc["columns"], r, strict=True)) for r in doc["rows"]]
+    rows = section_rows(doc, str(p))
     agent = str(man["settings"]["model"])
     ch = assemble_challenge(world, hist, design, agent, rows, gate_ok=bool(doc["validation"]["ok"]),
                             n_attempts=int(doc["validation"]["n_attempts"]))
