@@ -250,6 +250,24 @@ class OpenAIBackend(Backend):
 
 # ---------------------------------------------------------------------------------------------- factory
 
+def openai_endpoint(base_url: str | None, api_key_env: str | None,
+                    env_file: str | os.PathLike[str] | None) -> tuple[str, str | None]:
+    """(sanitized base URL, API key) of an OpenAI-compatible endpoint: the key comes from ``api_key_env``
+    in the environment, else from ``env_file``; a missing key is an error (never a fallback), and
+    ``api_key_env=None`` declares an endpoint without authentication."""
+    url = sanitize_url(base_url) if base_url else DEFAULT_OPENAI_URL
+    if base_url and url != base_url.rstrip("?#"):
+        raise ConfigError("base_url must not carry credentials, a query or a fragment")
+    key = None
+    if api_key_env:
+        key = load_api_key(api_key_env, env_file)
+        if key is None:
+            where = f" or in {env_file}" if env_file is not None else ""
+            raise ConfigError(f"no API key: set {api_key_env} in the environment{where} "
+                              "(or pass api_key_env=None for an endpoint without authentication)")
+    return url, key
+
+
 def make_backend(
     model: str,
     *,
@@ -282,16 +300,7 @@ def make_backend(
         return LlamaCppBackend(name, seed=seed)
     if provider != "openai":
         raise ConfigError(f"unknown model provider {provider!r}; use openai/NAME, scripted/RULE or local/PATH")
-    url = sanitize_url(base_url) if base_url else DEFAULT_OPENAI_URL
-    if base_url and url != base_url.rstrip("?#"):
-        raise ConfigError("base_url must not carry credentials, a query or a fragment")
-    key = None
-    if api_key_env:
-        key = load_api_key(api_key_env, env_file)
-        if key is None:
-            where = f" or in {env_file}" if env_file is not None else ""
-            raise ConfigError(f"no API key: set {api_key_env} in the environment{where} "
-                              "(or pass api_key_env=None for an endpoint without authentication)")
+    url, key = openai_endpoint(base_url, api_key_env, env_file)
     settings = ModelSettings("openai", name, base_url=url, reasoning_effort=reasoning_effort,
                              service_tier=service_tier, params=dict(params or {}), structured=structured,
                              api_key_env=api_key_env or None, accept_models=tuple(accept_models))

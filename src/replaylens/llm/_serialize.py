@@ -371,17 +371,21 @@ def render_item(item: PromptItem, template: PromptTemplate) -> str:
     return body + template.answer.format(choices=_choices(item.tokens))
 
 
+def assemble_prompt(header: str, bodies: Sequence[str], footer: str) -> str:
+    """The exact user message of one request: ``header`` (``{n}`` items, plural ``{s}``), the item
+    ``bodies`` as numbered ``=== Item i of n ===`` blocks, and ``footer`` (the answer ``{keys}``)."""
+    if not bodies:
+        raise ConfigError("a request needs at least one item")
+    n = len(bodies)
+    parts = [header.format(n=n, s="" if n == 1 else "s")]
+    parts += [f"=== Item {i + 1} of {n} ===\n{body}" for i, body in enumerate(bodies)]
+    parts.append(footer.format(keys=", ".join(f'"{item_key(i)}"' for i in range(n))))
+    return "\n\n".join(parts) + "\n"
+
+
 def render_prompt(items: Sequence[PromptItem], template: PromptTemplate) -> str:
     """The exact user message of one request: header, numbered items, output instruction."""
-    if not items:
-        raise ConfigError("a request needs at least one item")
-    n = len(items)
-    parts = [template.header.format(n=n, s="" if n == 1 else "s")]
-    for i, it in enumerate(items):
-        parts.append(f"=== Item {i + 1} of {n} ===\n{render_item(it, template)}")
-    keys = ", ".join(f'"{item_key(i)}"' for i in range(n))
-    parts.append(template.footer.format(keys=keys))
-    return "\n\n".join(parts) + "\n"
+    return assemble_prompt(template.header, [render_item(it, template) for it in items], template.footer)
 
 
 def output_schema(decoders: Sequence[ItemDecoder]) -> dict[str, Any]:

@@ -30,14 +30,13 @@ from typing import Any
 from ..errors import ConfigError, ReplayLensError
 from ..rng import derive_rng
 from ._backends import (
-    DEFAULT_OPENAI_URL,
     openai_call_errors,
     openai_client_kwargs,
+    openai_endpoint,
     openai_error,
     openai_usage,
     parse_chat_response,
 )
-from ._secrets import load_api_key, sanitize_url
 from ._serialize import canonical_json, sha256_text
 from ._types import ModelSettings
 
@@ -465,15 +464,7 @@ def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: s
                                 seed=seed, string_cap=string_cap)
     if provider != "openai":
         raise ConfigError(f"unknown tool-model provider {provider!r}; use openai/NAME or local/PATH.gguf")
-    url = sanitize_url(base_url) if base_url else DEFAULT_OPENAI_URL
-    if base_url and url != base_url.rstrip("?#"):
-        raise ConfigError("base_url must not carry credentials, a query or a fragment")
-    key = None
-    if api_key_env:
-        key = load_api_key(api_key_env, env_file)
-        if key is None:
-            raise ConfigError(f"no API key: set {api_key_env} in the environment or in {env_file} "
-                              "(or pass api_key_env=None for an endpoint without authentication)")
+    url, key = openai_endpoint(base_url, api_key_env, env_file)
     p = dict(params or {})
     if temperature:
         p.setdefault("temperature", float(temperature))

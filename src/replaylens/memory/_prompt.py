@@ -38,7 +38,7 @@ from ..llm import (
     open_store,
 )
 from ..llm._acquire import run_sync
-from ..llm._serialize import FOOTER_TEMPLATE, canonical_json, item_key, sha256_text
+from ..llm._serialize import FOOTER_TEMPLATE, assemble_prompt, canonical_json, item_key, sha256_text
 from ..rng import derive_rng
 from ._policy import retrieved_mean_policy
 
@@ -141,14 +141,7 @@ def render_memory_item(item: MemoryItem, template: MemoryTemplate) -> str:
 
 def render_memory_prompt(items: Sequence[MemoryItem], template: MemoryTemplate) -> str:
     """The exact user message of one request: header, numbered items, output instruction."""
-    if not items:
-        raise ConfigError("a request needs at least one item")
-    n = len(items)
-    parts = [template.header.format(n=n, s="" if n == 1 else "s")]
-    for i, it in enumerate(items):
-        parts.append(f"=== Item {i + 1} of {n} ===\n{render_memory_item(it, template)}")
-    parts.append(template.footer.format(keys=", ".join(f'"{item_key(i)}"' for i in range(n))))
-    return "\n\n".join(parts) + "\n"
+    return assemble_prompt(template.header, [render_memory_item(it, template) for it in items], template.footer)
 
 
 _ITEM_RE = re.compile(r"^=== Item (\d+) of (\d+) ===$", re.M)
