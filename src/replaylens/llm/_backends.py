@@ -281,6 +281,8 @@ def make_backend(
     accept_models: tuple[str, ...] | list[str] = (),
     noise: float = 0.0,
     seed: int = 0,
+    n_threads: int | None = None,
+    n_ctx: int = 4096,
 ) -> Backend:
     """Back-end from a model spec: ``openai/NAME`` (any OpenAI-compatible endpoint at ``base_url``),
     ``scripted/RULE`` (mean, sum, count, latest, best) or ``local/PATH`` (a GGUF file via llama-cpp-python).
@@ -297,7 +299,7 @@ def make_backend(
     if provider == "local":
         from ._local import LlamaCppBackend
 
-        return LlamaCppBackend(name, seed=seed)
+        return LlamaCppBackend(name, seed=seed, n_ctx=n_ctx, n_threads=n_threads)
     if provider != "openai":
         raise ConfigError(f"unknown model provider {provider!r}; use openai/NAME, scripted/RULE or local/PATH")
     url, key = openai_endpoint(base_url, api_key_env, env_file)

@@ -237,11 +237,8 @@ def memory_backend(model: str, *, base_url: str | None = None, api_key_env: str 
             raise ConfigError(f"memory prompts have one scripted rule, scripted/mean (the Mean rule over the "
                               f"retrieved slots); got {model!r}")
         return RetrievedMeanBackend(noise=noise, seed=seed)
-    if provider == "local":
-        from ..llm._local import LlamaCppBackend
-
-        return LlamaCppBackend(name, seed=seed, n_ctx=n_ctx, n_threads=threads)
-    return make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file, seed=seed)
+    return make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file, seed=seed,
+                        n_ctx=n_ctx, n_threads=threads)
 
 
 # ---------------------------------------------------------------------------------------------- acquisition
