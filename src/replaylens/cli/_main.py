@@ -785,7 +785,8 @@ def _tool_options(fn: F) -> F:
                      help="openai/...: environment variable holding the key ('' for none)."),
         click.option("--env-file", default=".env", show_default=True),
         click.option("--export", "export_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
-                     help="After a passing gate: seal, score and write the compact export (.json.gz) here."),
+                     help="After a passing gate: seal, score and write the compact export (.json.gz) here; "
+                     "otherwise write an unsealed export (failure report, no scores) and exit 1."),
         click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads."),
         click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
                      help="Local models: 0 = greedy; > 0 samples with per-turn seeds drawn from --seed."),
@@ -812,14 +813,17 @@ def _tool_backend(model: str, base_url: str | None, api_key_env: str, env_file: 
 
 
 def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
-    from ..tools import SealError
+    from ..tools import SealError, failure_summary
 
     click.echo(f"trajectories: {json.dumps(counts, sort_keys=True)}; run directory {run.root}")
     try:
         run.seal()
     except SealError as exc:
         click.echo(f"gate not passed: {exc}", err=True)
+        click.echo(f"failure report: {failure_summary(run.failure_report())}")
         if export_path is not None:
+            click.echo(f"unsealed export (\"sealed\": false; failure report and completed trajectories, no hidden "
+                       f"or final-test score) written to {run.export_unsealed(export_path)}")
             sys.exit(1)
         return
     run.score()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..reproduce import Comparison, compare, register_reproduction
-from ..tools import DebugRun, build_suite, read_export, reanalyze
+from ..tools import N_TEST_CALLS, DebugRun, action_profile, build_suite, read_export, reanalyze
 
 SEED = 20260907
 NOTE = ("scripted debugger (seeded, ε = 0.25 random test calls, so repeats differ); the paper's values come from "
@@ -91,6 +91,10 @@ def code_debugging_embedded(path: Path | None = None) -> list[Comparison]:
         return [compare("export", EMBEDDED, "status", None, None, None,
                         f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
                         f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
+    if read_export(p, unsealed=True).get("sealed", True) is False:
+        return failure_profile_rows(read_export(p, unsealed=True), EMBEDDED, EMBEDDED_NOTE,
+                                    {"planned": 192, "completed": 192, "format corrections": 0},
+                                    {"aligned": "Aligned", **LABELS}, "Final action", N_TEST_CALLS)
     res = reanalyze(p)
     doc = read_export(p)
     corr = sum(1 for t in doc.get("model_turns", []) if t.get("kind") == "format_retry")
@@ -98,3 +102,54 @@ def code_debugging_embedded(path: Path | None = None) -> list[Comparison]:
             compare("structure", "tool events", "count", 768, res["n_events"], 0, "3 run_tests + 1 submit_patch"),
             compare("acquisition", "format corrections", "count", 0, corr, None, EMBEDDED_NOTE)]
     return rows + _paper_rows(res, EMBEDDED_NOTE)
+
+
+def failure_profile_rows(doc: dict[str, Any], name: str, note: str, paper: dict[str, float],
+                         labels: dict[str, str], final_label: str, final_step: int) -> list[Comparison]:
+    """An unsealed export (the gate did not pass): the failure profile of the model run (ours; status n/a, the
+    paper's hosted-model value beside only where the quantity matches: planned / completed trajectories, format
+    corrections) and, from the completed trajectories, first / final actions per condition (no utilities)."""
+    rep = doc["failure_report"]
+    rows = [compare("export", name, "status", None, None, None,
+                    f"unsealed export (\"sealed\": false): the validation gate did not pass ({rep['gate']['error']}); "
+                    "no hidden or final-test score is released and no table is computed")]
+    table = "acquisition (unsealed model run)"
+
+    def add(row: str, column: str, ours: float, key: str | None = None, extra: str = "",
+            where: str | None = None) -> None:
+        rows.append(compare(where or table, row, column, None if key is None else paper[key], ours, None,
+                            note + extra))
+
+    add("planned trajectories", "count", rep["planned_trajectories"], "planned")
+    add("completed trajectories", "count", rep["completed"], "completed")
+    pf = rep["protocol_failures"]
+    add("protocol failures", "count", pf["total"], None, "; recorded, terminal, never imputed")
+    for reason, n in pf["by_reason"].items():
+        add(f"protocol failures: {reason}", "count", n)
+    for status, n in rep["outcomes"].items():
+        if status not in ("ok", "protocol_violation"):
+            add(f"trajectories ending {status}", "count", n)
+    add("format corrections", "count", rep["format_corrections"]["turns"], "format corrections",
+        "; correction turns (one permitted per trajectory)")
+    add("completed after a format correction", "count", rep["format_corrections"]["completed_after_correction"])
+    add("capacity / transport failures", "attempts", rep["capacity_failures"]["attempts"])
+    for kind, by_status in rep["attempts_by_kind"].items():
+        add(f"attempts: {kind}", "count", sum(by_status.values()))
+    use = rep["usage"]
+    add("model turns", "count", use["turns"])
+    for key in ("input_tokens", "cached_input_tokens", "output_tokens", "total_tokens"):
+        add(key, "tokens", sum(int(v.get(key, 0)) for v in use["by_kind"].values()))
+    if rep["completed"]:
+        acts = "actions of the completed trajectories (unsealed model run; no utilities)"
+        for cond, r in action_profile(doc, final_step=final_step).items():
+            label = labels[cond]
+            add(f"completed trajectories: {label}", "count", r["completed"], where=acts)
+            add(f"First action / {label}", "distinct (task, action)", r["distinct_first"], where=acts)
+            add(f"{final_label} / {label}", "distinct (task, action)", r["distinct_final"], where=acts)
+            if cond != "aligned" and r["pairs"]:
+                extra = f"; {r['pairs']} (task, repeat) pairs where both trajectories completed; no bootstrap"
+                add(f"First action / {label}", "disagreement with aligned", r["first_disagreement"], None, extra,
+                    acts)
+                add(f"{final_label} / {label}", "disagreement with aligned", r["final_disagreement"], None, extra,
+                    acts)
+    return rows

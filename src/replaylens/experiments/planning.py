@@ -13,6 +13,7 @@ from typing import Any
 from ..reproduce import Comparison, compare, register_reproduction
 from ..tools import (
     CONFIGS,
+    N_EXPERIMENTS,
     PlanningRun,
     ScriptedPlanner,
     build_planning_suite,
@@ -178,6 +179,12 @@ def sequential_planning_embedded(path: Path | None = None) -> list[Comparison]:
         return [compare("export", EMBEDDED, "status", None, None, None,
                         f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
                         f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
+    if read_export(p, unsealed=True).get("sealed", True) is False:
+        from .code_debugging import failure_profile_rows
+
+        return failure_profile_rows(read_export(p, unsealed=True), EMBEDDED, EMBEDDED_NOTE,
+                                    {"planned": 384, "completed": 384, "format corrections": 383}, LABELS,
+                                    "Submit", N_EXPERIMENTS)
     res = reanalyze_planning(p)
     rows = [compare("structure", "trajectories", "count", 384, res["n_trajectories"], 0, "2 × 4 conditions × 48"),
             compare("structure", "accepted decisions", "count", 1536, res["n_decisions"], 0, "384 × 4")]

@@ -30,11 +30,12 @@ __all__ = [
 ]
 
 from ._agents import FORCE_MODES, LLMDebugger, LLMPlanner, LLMToolAgent, TurnJournal  # model-driven agents
-from ._debugging import read_export, write_export
+from ._debugging import N_TEST_CALLS, read_export, write_export
 from ._envs import DebugEnv, PlanningEnv, debug_tool_schemas
 from ._planning import (  # sequential experiment planning (C4)
     CONFIGS,
     FACTORS,
+    N_EXPERIMENTS,
     PLAN_CONDITIONS,
     PlanningRun,
     PlanningSession,
@@ -51,6 +52,7 @@ from ._planning import (  # sequential experiment planning (C4)
     reference_choices,
     tool_schemas,
 )
+from ._reports import action_profile, failure_summary
 
 __all__ += [
     "CONFIGS", "FACTORS", "PLAN_CONDITIONS", "PlanRow", "PlanningRun", "PlanningSession", "PlanningSuite",
@@ -59,4 +61,5 @@ __all__ += [
 ]
 
 __all__ += ["FORCE_MODES", "DebugEnv", "LLMDebugger", "LLMPlanner", "LLMToolAgent", "PlanningEnv", "TurnJournal",
-            "debug_tool_schemas", "read_export", "write_export"]
+            "N_EXPERIMENTS", "N_TEST_CALLS", "action_profile", "debug_tool_schemas", "failure_summary", "read_export",
+            "write_export"]

@@ -43,7 +43,8 @@ from ..llm._types import AccessError, BackendError
 from ._debugging import ProtocolViolation, canonical, sha256
 
 __all__ = ["FORCE_MODES", "LLMDebugger", "LLMPlanner", "LLMToolAgent", "ToolEnvironment", "TurnJournal",
-           "acquire_with_model", "model_gate"]
+           "acquire_with_model", "model_gate",
+           "usage_totals"]
 
 FORCE_MODES = ("last", "every")
 PROMPT_VERSION = "tool-prompts/1"
@@ -375,7 +376,6 @@ def model_gate(run: Any, sel: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     from ._debugging import SealError
 
     amendments = run.amendments()
-    totals: dict[str, dict[str, int]] = {}
     for rid, a in sel.items():
         mine = [turns[t] for t in a.get("turns", []) if t in turns]
         if len(mine) != len(a.get("turns", [])):
@@ -393,7 +393,16 @@ def model_gate(run: Any, sel: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
                 raise SealError(f"{rid}: request bytes of {t['turn_id']} do not match their digest")
             if t.get("server_input_sha256") not in (None, t["prompt_sha256"]):
                 raise SealError(f"{rid}: the server echo of {t['turn_id']} differs from the request digest")
-    for t in turns.values():
+    summary = usage_totals(list(turns.values()))
+    (run.root / "usage_summary.json").write_bytes(canonical(summary))
+    return summary
+
+
+def usage_totals(turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Token usage of journaled turns per kind (total = input + output), the turn count and the number of
+    format-correction turns (the content of ``usage_summary.json``)."""
+    totals: dict[str, dict[str, int]] = {}
+    for t in turns:
         key = f"{t['kind']}"
         agg = totals.setdefault(key, {"turns": 0, "input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0,
                                       "reasoning_tokens": 0, "failed_turns": 0})
@@ -405,7 +414,5 @@ def model_gate(run: Any, sel: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             agg[k] += int(t["usage"].get(k) or 0)
     for agg in totals.values():
         agg["total_tokens"] = agg["input_tokens"] + agg["output_tokens"]
-    summary = {"by_kind": totals, "turns": len(turns),
-               "format_corrections": sum(t["kind"] == "format_retry" for t in turns.values())}
-    (run.root / "usage_summary.json").write_bytes(canonical(summary))
-    return summary
+    return {"by_kind": totals, "turns": len(turns),
+            "format_corrections": sum(t["kind"] == "format_retry" for t in turns)}

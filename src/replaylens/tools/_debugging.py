@@ -54,6 +54,7 @@ class SealedRunDirectory:
     """
 
     root: Path
+    plan: list[dict[str, Any]]
     _clock: Callable[[], str]
     released = "hidden scores"
 
@@ -120,6 +121,22 @@ class SealedRunDirectory:
                "sealed_at": self._clock()}
         (self.root / "choice_seal.json").write_bytes(canonical(doc))
         return h
+
+    def failure_report(self) -> dict[str, Any]:
+        """Summary of the acquisition from the public journal (gate verdict, planned / completed trajectories,
+        protocol failures by reason, format corrections, capacity failures, attempts by kind, token usage, manifest
+        sha256); reads nothing hidden and scores nothing."""
+        from ._reports import failure_report
+
+        return failure_report(self)
+
+    def export_unsealed(self, path: str | Path) -> Path:
+        """When the gate does not pass: a compact export with ``"sealed": false``, the manifest, the failure
+        report, the plan, per-trajectory outcomes and the accepted tool events of the completed trajectories (no
+        hidden or final-test score). Refuses when the gate passes."""
+        from ._reports import unsealed_export_doc
+
+        return write_export(path, unsealed_export_doc(self))
 
     def check_seal(self) -> dict[str, Any]:
         p = self.root / "choice_seal.json"
@@ -545,7 +562,8 @@ def analyze(export: dict[str, Any]) -> dict[str, Any]:
 
 
 def reanalyze(path: str | Path) -> dict[str, Any]:
-    """Recompute every table from a compact export (no model call, no sandbox); ``.gz`` exports are gzip JSON."""
+    """Recompute every table from a compact export (no model call, no sandbox); ``.gz`` exports are gzip JSON.
+    An unsealed export (``"sealed": false``) is refused: it carries no hidden scores."""
     return analyze(read_export(path))
 
 
@@ -559,7 +577,10 @@ def write_export(path: str | Path, doc: dict[str, Any]) -> Path:
     return p
 
 
-def read_export(path: str | Path) -> dict[str, Any]:
+def read_export(path: str | Path, *, unsealed: bool = False) -> dict[str, Any]:
+    """Read an export. A sealed export (no ``sealed`` field, as written by ``export()``) must carry the choice seal
+    and the score release; an unsealed one (``"sealed": false``) is refused unless ``unsealed`` is true (its
+    failure report and completed trajectories can be shown, no score can be computed from it)."""
     import gzip
 
     p = Path(path)
@@ -570,6 +591,13 @@ def read_export(path: str | Path) -> dict[str, Any]:
         doc = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{p}: not a JSON export ({type(exc).__name__})") from None
+    if isinstance(doc, dict) and doc.get("sealed", True) is not True:
+        if unsealed and doc.get("sealed") is False:
+            return doc
+        gate = (doc.get("failure_report") or {}).get("gate") or {}
+        raise ConfigError(f"{p}: field 'sealed' is {json.dumps(doc.get('sealed'))}: the validation gate did not pass "
+                          f"({gate.get('error') or 'no seal'}), so the export carries no hidden / final-test scores "
+                          "and no table is computed from it; see its failure_report")
     if not isinstance(doc, dict) or "choice_seal" not in doc or "score_release" not in doc:
         raise ConfigError(f"{p}: field 'choice_seal' / 'score_release' missing (not a sealed export)")
     return doc

@@ -711,5 +711,6 @@ def analyze_planning(export: dict[str, Any]) -> dict[str, Any]:
 
 
 def reanalyze_planning(path: str | Path) -> dict[str, Any]:
-    """Recompute every table from a compact export (no executor or planner call)."""
+    """Recompute every table from a compact export (no executor or planner call); an unsealed export
+    (``"sealed": false``) is refused with a ConfigError naming the field."""
     return analyze_planning(read_export(path))
