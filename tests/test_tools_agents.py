@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from _tools import LEDGER_ROW, small_debug_suite
 from replaylens.errors import ConfigError
 from replaylens.llm import FakeOpenAIServer, ScriptedToolBackend, ToolTurnRequest, make_tool_backend
 from replaylens.llm._local import LlamaCppBackend
@@ -20,19 +21,16 @@ from replaylens.tools import (
     PlanningRun,
     SealError,
     build_planning_suite,
-    build_suite,
     read_export,
     reanalyze,
     reanalyze_planning,
 )
 from replaylens.tools._agents import read_jsonl
 
-_ROW = re.compile(r"^\d\d \| (\S+) \|", re.MULTILINE)
-
 
 @pytest.fixture(scope="module")
 def suite():  # type: ignore[no-untyped-def]
-    return build_suite(11, families=("dict-lookup",), instances=(2,))
+    return small_debug_suite()
 
 
 def _good(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
@@ -42,7 +40,7 @@ def _good(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
     tested = [json.loads(c["function"]["arguments"])["candidate_id"] for m in req.messages
               if m["role"] == "assistant" and m.get("tool_calls") for c in m["tool_calls"]
               if not c["id"].endswith("_rejected")]
-    ids = _ROW.findall(user)
+    ids = LEDGER_ROW.findall(user)
     return name, {"candidate_id": tested[0] if name == "submit_patch" else ids[len(tested) % len(ids)]}
 
 
@@ -106,7 +104,7 @@ def test_one_format_correction_then_protocol_failure(suite: Any, tmp_path: Path)
 
 def test_out_of_sequence_submit_is_a_format_error(suite: Any, tmp_path: Path) -> None:
     def early(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
-        return "submit_patch", {"candidate_id": _ROW.findall(req.messages[1]["content"])[0]}
+        return "submit_patch", {"candidate_id": LEDGER_ROW.findall(req.messages[1]["content"])[0]}
 
     run = _run(tmp_path, suite, early)
     run.acquire()
@@ -213,7 +211,7 @@ def test_model_planner_on_a_subset(public_data_dir: Path, tmp_path: Path) -> Non
 
     def planner(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
         user = req.messages[1]["content"]
-        shown = set(_ROW.findall(user))
+        shown = set(LEDGER_ROW.findall(user))
         menu = re.findall(r"^(\w{5}): sampling=", user, re.MULTILINE)
         tried = [json.loads(c["function"]["arguments"])["configuration_id"] for m in req.messages
                  if m["role"] == "assistant" and m.get("tool_calls") for c in m["tool_calls"]

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import replaylens.tools
+from _tools import LEDGER_ROW, small_debug_suite
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
 from replaylens.experiments import code_debugging as cd_exp
@@ -26,7 +27,6 @@ from replaylens.tools import (
     PlanningRun,
     SealError,
     build_planning_suite,
-    build_suite,
     failure_summary,
     read_export,
     reanalyze,
@@ -35,12 +35,10 @@ from replaylens.tools import (
 from replaylens.tools._agents import read_jsonl
 from replaylens.tools._debugging import canonical, sha256
 
-_ROW = re.compile(r"^\d\d \| (\S+) \|", re.MULTILINE)
-
 
 @pytest.fixture(scope="module")
 def suite():  # type: ignore[no-untyped-def]
-    return build_suite(11, families=("dict-lookup",), instances=(2,))
+    return small_debug_suite()
 
 
 def _tested(req: ToolTurnRequest, key: str) -> list[str]:
@@ -63,7 +61,7 @@ def _debug_policy() -> Any:
             return "run_tests", {"candidate_id": "P99"}
         name = req.tool_choice if req.tool_choice != "required" else req.tools[0].name
         tested = _tested(req, "candidate_id")
-        ids = _ROW.findall(next(m["content"] for m in req.messages if m["role"] == "user"))
+        ids = LEDGER_ROW.findall(next(m["content"] for m in req.messages if m["role"] == "user"))
         return name, {"candidate_id": tested[0] if name == "submit_patch" else ids[len(tested) % len(ids)]}
 
     return policy
@@ -196,7 +194,7 @@ def test_unsealed_planning_export(public_data_dir: Path, tmp_path: Path, monkeyp
         user = req.messages[1]["content"]
         if len(req.messages) == 2:
             state["traj"] += 1
-        shown = set(_ROW.findall(user))
+        shown = set(LEDGER_ROW.findall(user))
         menu = re.findall(r"^(\w{5}): sampling=", user, re.MULTILINE)
         tried = _tested(req, "configuration_id")
         if state["traj"] % 3 == 0:  # re-runs an initial configuration twice: already tried, protocol failure

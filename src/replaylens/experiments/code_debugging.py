@@ -4,6 +4,7 @@ sealed hidden evaluation, and Table CD recomputed from the compact export."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -86,22 +87,34 @@ EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool 
 @register_reproduction(EMBEDDED, "Code-debugging tool agent with the embedded model (re-analysis of a committed "
                        "export; zero model calls)", issue="7")
 def code_debugging_embedded(path: Path | None = None) -> list[Comparison]:
-    p = EMBEDDED_EXPORT if path is None else path
-    if not p.exists():
-        return [compare("export", EMBEDDED, "status", None, None, None,
-                        f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
-                        f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
-    if read_export(p, unsealed=True).get("sealed", True) is False:
-        return failure_profile_rows(read_export(p, unsealed=True), EMBEDDED, EMBEDDED_NOTE,
+    def sealed(p: Path) -> list[Comparison]:
+        res = reanalyze(p)
+        corr = sum(1 for t in read_export(p).get("model_turns", []) if t.get("kind") == "format_retry")
+        rows = [compare("structure", "trajectories", "count", 192, res["n_trajectories"], 0, "24 × 4 conditions × 2"),
+                compare("structure", "tool events", "count", 768, res["n_events"], 0, "3 run_tests + 1 submit_patch"),
+                compare("acquisition", "format corrections", "count", 0, corr, None, EMBEDDED_NOTE)]
+        return rows + _paper_rows(res, EMBEDDED_NOTE)
+
+    return embedded_export_rows(EMBEDDED_EXPORT if path is None else path, EMBEDDED, EMBEDDED_COMMAND,
+                                lambda: _paper_rows(None, EMBEDDED_NOTE), sealed,
+                                lambda doc: failure_profile_rows(
+                                    doc, EMBEDDED, EMBEDDED_NOTE,
                                     {"planned": 192, "completed": 192, "format corrections": 0},
-                                    {"aligned": "Aligned", **LABELS}, "Final action", N_TEST_CALLS)
-    res = reanalyze(p)
-    doc = read_export(p)
-    corr = sum(1 for t in doc.get("model_turns", []) if t.get("kind") == "format_retry")
-    rows = [compare("structure", "trajectories", "count", 192, res["n_trajectories"], 0, "24 × 4 conditions × 2"),
-            compare("structure", "tool events", "count", 768, res["n_events"], 0, "3 run_tests + 1 submit_patch"),
-            compare("acquisition", "format corrections", "count", 0, corr, None, EMBEDDED_NOTE)]
-    return rows + _paper_rows(res, EMBEDDED_NOTE)
+                                    {"aligned": "Aligned", **LABELS}, "Final action", N_TEST_CALLS))
+
+
+def embedded_export_rows(p: Path, name: str, command: str, paper_only: Callable[[], list[Comparison]],
+                         sealed: Callable[[Path], list[Comparison]],
+                         unsealed: Callable[[dict[str, Any]], list[Comparison]]) -> list[Comparison]:
+    """The rows of an embedded-model tool reproduction: without a committed export, one n/a row naming the
+    command that produces it (plus the paper's values); an unsealed export (the gate did not pass) gives the
+    failure profile; a sealed one the tables recomputed from it."""
+    if not p.exists():
+        return [compare("export", name, "status", None, None, None,
+                        f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
+                        f"{command}"), *paper_only()]
+    doc = read_export(p, unsealed=True)
+    return unsealed(doc) if doc.get("sealed", True) is False else sealed(p)
 
 
 def failure_profile_rows(doc: dict[str, Any], name: str, note: str, paper: dict[str, float],

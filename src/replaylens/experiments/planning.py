@@ -174,21 +174,19 @@ EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool 
 @register_reproduction(EMBEDDED, "Sequential experiment planning with the embedded model (re-analysis of a committed "
                        "export; zero model calls)", issue="7")
 def sequential_planning_embedded(path: Path | None = None) -> list[Comparison]:
-    p = EMBEDDED_EXPORT if path is None else path
-    if not p.exists():
-        return [compare("export", EMBEDDED, "status", None, None, None,
-                        f"no committed export at src/replaylens/experiments/data/{p.name}; produce it with: "
-                        f"{EMBEDDED_COMMAND}"), *_paper_rows(None, EMBEDDED_NOTE)]
-    if read_export(p, unsealed=True).get("sealed", True) is False:
-        from .code_debugging import failure_profile_rows
+    from .code_debugging import embedded_export_rows, failure_profile_rows
 
-        return failure_profile_rows(read_export(p, unsealed=True), EMBEDDED, EMBEDDED_NOTE,
+    def sealed(p: Path) -> list[Comparison]:
+        res = reanalyze_planning(p)
+        corr = int(read_export(p).get("usage_summary", {}).get("format_corrections", 0))
+        rows = [compare("structure", "trajectories", "count", 384, res["n_trajectories"], 0, "2 × 4 conditions × 48"),
+                compare("structure", "accepted decisions", "count", 1536, res["n_decisions"], 0, "384 × 4"),
+                compare("acquisition", "format corrections", "count", 383, corr, None, EMBEDDED_NOTE)]
+        return rows + _paper_rows(res, EMBEDDED_NOTE)
+
+    return embedded_export_rows(EMBEDDED_EXPORT if path is None else path, EMBEDDED, EMBEDDED_COMMAND,
+                                lambda: _paper_rows(None, EMBEDDED_NOTE), sealed,
+                                lambda doc: failure_profile_rows(
+                                    doc, EMBEDDED, EMBEDDED_NOTE,
                                     {"planned": 384, "completed": 384, "format corrections": 383}, LABELS,
-                                    "Submit", N_EXPERIMENTS)
-    res = reanalyze_planning(p)
-    rows = [compare("structure", "trajectories", "count", 384, res["n_trajectories"], 0, "2 × 4 conditions × 48"),
-            compare("structure", "accepted decisions", "count", 1536, res["n_decisions"], 0, "384 × 4")]
-    doc = read_export(p)
-    corr = int(doc.get("usage_summary", {}).get("format_corrections", 0))
-    rows.append(compare("acquisition", "format corrections", "count", 383, corr, None, EMBEDDED_NOTE))
-    return rows + _paper_rows(res, EMBEDDED_NOTE)
+                                    "Submit", N_EXPERIMENTS))
