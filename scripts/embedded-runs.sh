@@ -32,7 +32,7 @@ step() {
   fi
 }
 step joint llm joint --model local/embedded --threads "$THREADS" --run-dir "$RUNS/joint-embedded" \
-  --export "$DATA/joint-embedded.json.gz"
+  --prompt-cache "$RUNS/joint-embedded.memo.jsonl" --export "$DATA/joint-embedded.json.gz"
 step joint-state-off llm joint --model local/embedded --threads "$THREADS" --state-off \
   --run-dir "$RUNS/joint-embedded-off" --export "$DATA/joint-embedded-state-off.json.gz"
 step code-debugging tools debug --model local/embedded --threads "$THREADS" \

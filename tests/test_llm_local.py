@@ -232,3 +232,22 @@ def test_real_model_prompt_cache_is_bit_exact(smollm: LlamaCppBackend) -> None: 
     for a, b in zip(fresh, cached, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(repeat, fresh[1])
+
+
+def test_persistent_memo_survives_a_restart(tmp_path: Path) -> None:
+    memo = tmp_path / "memo.jsonl"
+    req = _ledger_request([("C", 0.5), ("C", 0.4), ("B", 0.3)])
+    first = LlamaCppBackend("stand-in.gguf", llama=_CountingLlama(), memo_path=memo)
+    done = asyncio.run(first.complete(req, 5.0))
+    first.close_memo()
+    with memo.open("ab") as fh:
+        fh.write(b'{"k": "00", "l": [1.0')  # a torn line, as a kill leaves it
+    llama = _CountingLlama()
+    again = LlamaCppBackend("stand-in.gguf", llama=llama, memo_path=memo)
+    out = asyncio.run(again.complete(req, 5.0))
+    assert out.text == done.text == '{"item_01":"C"}'
+    assert llama.evaluated == 0 and out.usage["cached_input_tokens"] == out.usage["input_tokens"]
+    other = _ledger_request([("B", 0.5), ("B", 0.4), ("C", 0.3)])
+    assert asyncio.run(again.complete(other, 5.0)).text == '{"item_01":"B"}' and llama.evaluated > 0
+    again.close_memo()
+    assert len(memo.read_text().splitlines()) == 3  # first prompt, the repaired torn line, the new prompt

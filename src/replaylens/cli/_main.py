@@ -643,10 +643,12 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
               help="After a passing gate, write the compact export (gzip JSON) here.")
 @click.option("--offline", is_flag=True, help="Analyse recorded decisions only (no model calls).")
 @click.option("--state-off", is_flag=True, help="The empty-ledger comparator (records removed before serialization).")
+@click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
 @_user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
               concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
-              state_off: bool) -> None:
+              state_off: bool, memo_path: Path | None) -> None:
     """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
 
     An interrupted run resumes where it stopped (rerun the same command); a finished run is
@@ -661,7 +663,7 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     if spec.startswith("local/"):
         from ..llm._local import LlamaCppBackend
 
-        backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads)
+        backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads, memo_path=memo_path)
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
     conc = concurrency or (1 if spec.startswith("local/") else 16)

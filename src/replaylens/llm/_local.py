@@ -26,6 +26,7 @@ import asyncio
 import ctypes
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -104,7 +105,7 @@ class LlamaCppBackend(Backend):
 
     def __init__(self, path: str, *, seed: int = 0, n_ctx: int = 4096, llama: Any = None,
                  readout: str = "logits", prompt_format: str = "chat", n_threads: int | None = None,
-                 cache_size: int = 256) -> None:
+                 cache_size: int = 256, memo_path: str | os.PathLike[str] | None = None) -> None:
         if readout not in READOUTS:
             raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}")
         if prompt_format not in PROMPT_FORMATS:
@@ -116,8 +117,6 @@ class LlamaCppBackend(Backend):
                 raise ConfigError("local models need llama-cpp-python: pip install 'replaylens[local]'") from None
             if not Path(path).is_file():
                 raise ConfigError(f"no local model file at {path!r} (weights are never downloaded)")
-            import os
-
             llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, seed=seed, logits_all=False, verbose=False,
                                     n_threads=n_threads or max(1, os.cpu_count() or 1))
         self.llm = llama
@@ -134,6 +133,11 @@ class LlamaCppBackend(Backend):
         self._state_cache = self.cache_size > 0 and hasattr(self.llm, "_ctx")  # needs a real llama context
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # header ids -> llama state bytes
         self._answers: OrderedDict[bytes, np.ndarray] = OrderedDict()  # sha256(prompt ids, menu ids) -> menu logits
+        size = Path(path).stat().st_size if Path(path).is_file() else 0
+        self._model_key = f"{Path(path).name}:{size}".encode()
+        self._memo_file: Any = None
+        if memo_path is not None:
+            self._load_memo(Path(memo_path))
         self.last_generated: list[str] = []  # grammar readout: the raw generated text of each item of the last call
 
     # ------------------------------------------------------------------ prompt
@@ -244,11 +248,35 @@ class LlamaCppBackend(Backend):
             self._grammars[key] = self._make_grammar(answer_grammar(key))
         return self._grammars[key]
 
+    def _load_memo(self, path: Path) -> None:
+        """Persistent repeat memo: one JSON line per computed prompt (key, menu logits), appended as they
+        are computed and read back on start (a torn last line is skipped), so an interrupted run keeps
+        its exact cache.  Keys include the model file's name and size."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with path.open("rb") as fh:
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        continue
+                    try:
+                        row = json.loads(raw)
+                        self._answers[bytes.fromhex(row["k"])] = np.asarray(row["l"], dtype=np.float64)
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        self._memo_file = path.open("ab")
+        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            self._memo_file.write(b"\n")
+
+    def close_memo(self) -> None:
+        if self._memo_file is not None:
+            self._memo_file.close()
+            self._memo_file = None
+
     def menu_logits(self, head: list[int], rest: list[int], enum: Sequence[str]) -> tuple[np.ndarray, int]:
         """Caller holds the lock: the menu tokens' next-token logits after ``head + rest`` (header
         evaluated first), and how many input tokens came from the prompt cache."""
         cand = [self._token_id(t) for t in enum]
-        key = hashlib.sha256(np.asarray(head + rest + [-1] + cand, dtype=np.int64).tobytes()).digest()
+        key = hashlib.sha256(self._model_key + np.asarray(head + rest + [-1] + cand, dtype=np.int64).tobytes()).digest()
         hit = self._answers.get(key) if self.cache_size > 0 else None
         if hit is not None:
             self._answers.move_to_end(key)
@@ -260,6 +288,9 @@ class LlamaCppBackend(Backend):
             self._answers[key] = out
             while len(self._answers) > 1024 * self.cache_size:
                 self._answers.popitem(last=False)
+        if self._memo_file is not None:
+            self._memo_file.write(json.dumps({"k": key.hex(), "l": [float(x) for x in out]}).encode() + b"\n")
+            self._memo_file.flush()
         return out, cached
 
     def logit_answer(self, ids: list[int], enum: Sequence[str]) -> str:
