@@ -272,3 +272,17 @@ def test_embedded_reproduction_without_an_export_says_how_to_make_it(monkeypatch
     rows = jc.joint_embedded()
     assert len(rows) == 1 and rows[0].status == "n/a" and rows[0].ours is None
     assert "replaylens llm joint --model local/embedded" in rows[0].note
+
+
+@pytest.mark.slow
+def test_committed_embedded_exports_match_the_current_design(public_data_dir: Path) -> None:
+    from replaylens.experiments.public_data import N_STREAMS, SEED
+
+    paths = [p for p in (jc.EMBEDDED_EXPORT, jc.EMBEDDED_OFF_EXPORT) if p.exists()]
+    if not paths:
+        pytest.skip("no committed embedded-model export")
+    world = build_public(N_STREAMS, seed=SEED, data_dir=public_data_dir)
+    for p in paths:
+        ch, doc = jc.load_challenge_export(p, world)  # refuses an export of another design
+        assert ch.gate_ok and doc["validation"]["ok"] and (ch.Y >= 0).all()
+        assert len(doc["rows"]) == 3840 * 4
