@@ -666,12 +666,14 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
         backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads, memo_path=memo_path)
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
-    conc = concurrency or (1 if spec.startswith("local/") else 16)
+    local = spec.startswith("local/")
+    conc = concurrency or (1 if local else 16)
+    local_timeout = 3600.0  # an in-process model cannot be interrupted mid-request; a busy CPU makes requests slow
     from rich.console import Console
 
     with _model_progress(Console(stderr=True)):
         ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
-                           acquire=AcquireSettings(concurrency=conc))
+                           acquire=AcquireSettings(concurrency=conc, timeout_s=local_timeout if local else 180.0))
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
