@@ -7,6 +7,7 @@ the record in its block, e_ℓ the basis vector of ℓ.  φ(ℓ, u) = b_ℓ + c 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,15 @@ def psi(b: np.ndarray, v: np.ndarray, lab: np.ndarray, c: np.ndarray) -> np.ndar
     """ψ(ℓ, u) = sin(w + 0.15 w²), w = b_ℓ + c(u) v_ℓ (elementwise), for (N,) labels: (N, d)."""
     w = b[lab] + c[:, None] * v[lab]
     return np.sin(w + 0.15 * (w * w))
+
+
+def _freeze_law(law: Any, arrays: Mapping[str, int], *, summed: bool) -> None:
+    """Freeze ``law``'s array fields (name → ndim), then set its state width (columns of ``b``) and
+    whether its state is a sum of per-record increments."""
+    for name, nd in arrays.items():
+        object.__setattr__(law, name, _frozen(getattr(law, name), name, nd))
+    object.__setattr__(law, "dim", int(law.b.shape[1]))
+    object.__setattr__(law, "summed", summed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,10 +145,7 @@ class NonlinearSumLaw(UpdateLaw):
     v: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "b", _frozen(self.b, "b", 2))
-        object.__setattr__(self, "v", _frozen(self.v, "v", 2))
-        object.__setattr__(self, "dim", int(self.b.shape[1]))
-        object.__setattr__(self, "summed", True)
+        _freeze_law(self, {"b": 2, "v": 2}, summed=True)
 
     @property
     def exposed_dim(self) -> int:
@@ -162,10 +169,7 @@ class NonlinearRecurrentLaw(UpdateLaw):
     eps: float = 0.08
 
     def __post_init__(self) -> None:
-        for name in ("b", "v", "a", "bmat"):
-            object.__setattr__(self, name, _frozen(getattr(self, name), name, 2))
-        object.__setattr__(self, "dim", int(self.b.shape[1]))
-        object.__setattr__(self, "summed", False)
+        _freeze_law(self, {"b": 2, "v": 2, "a": 2, "bmat": 2}, summed=False)
 
     def step(self, g: np.ndarray, lab: np.ndarray, c: np.ndarray, pos: np.ndarray) -> np.ndarray:
         phi = self.b[lab] + c[:, None] * self.v[lab]
@@ -182,10 +186,7 @@ class FeatureSumLaw(UpdateLaw):
     bias: np.ndarray
 
     def __post_init__(self) -> None:
-        for name, nd in (("b", 2), ("v", 2), ("m", 2), ("bias", 1)):
-            object.__setattr__(self, name, _frozen(getattr(self, name), name, nd))
-        object.__setattr__(self, "dim", int(self.b.shape[1]))
-        object.__setattr__(self, "summed", True)
+        _freeze_law(self, {"b": 2, "v": 2, "m": 2, "bias": 1}, summed=True)
 
     @property
     def exposed_dim(self) -> int:
@@ -242,10 +243,7 @@ class BilinearLaw(UpdateLaw):
     eps: float = 0.14
 
     def __post_init__(self) -> None:
-        for name in ("b", "v", "a", "bmat"):
-            object.__setattr__(self, name, _frozen(getattr(self, name), name, 2))
-        object.__setattr__(self, "dim", int(self.b.shape[1]))
-        object.__setattr__(self, "summed", False)
+        _freeze_law(self, {"b": 2, "v": 2, "a": 2, "bmat": 2}, summed=False)
 
     def step(self, g: np.ndarray, lab: np.ndarray, c: np.ndarray, pos: np.ndarray) -> np.ndarray:
         p = psi(self.b, self.v, lab, c)
@@ -261,10 +259,7 @@ class PositionMixedLaw(UpdateLaw):
     w: np.ndarray
 
     def __post_init__(self) -> None:
-        for name, nd in (("b", 2), ("v", 2), ("w", 3)):
-            object.__setattr__(self, name, _frozen(getattr(self, name), name, nd))
-        object.__setattr__(self, "dim", int(self.b.shape[1]))
-        object.__setattr__(self, "summed", True)
+        _freeze_law(self, {"b": 2, "v": 2, "w": 3}, summed=True)
 
     def increment(self, lab: np.ndarray, c: np.ndarray, pos: np.ndarray) -> np.ndarray:
         p = psi(self.b, self.v, lab, c)
