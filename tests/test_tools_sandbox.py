@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
-from replaylens.tools import SandboxLimits, TestCase, run_candidate
+from replaylens.tools import SandboxLimits, TestCase, network_isolation, run_candidate
 
 ONE = [TestCase((1,), 2)]
 
@@ -60,3 +61,21 @@ def test_file_size_limit_and_private_directory_writes() -> None:
 
 def test_type_strict_comparison() -> None:
     assert run_candidate("def f(x):\n    return x > 0\n", "f", ONE).passed == 0
+
+
+@pytest.mark.skipif(network_isolation() == "none", reason="this kernel / container allows no network namespace")
+def test_network_namespace_stops_a_connection_even_without_the_audit_hook() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        body = (f"import _socket\ndef f(x):\n    s = _socket.socket()\n    s.settimeout(2)\n"
+                f"    s.connect(('127.0.0.1', {port}))\n    return x + 1\n")
+        # control: with both layers switched off the candidate reaches the parent's listening socket
+        reached = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False, network_namespace=False))
+        assert (reached.status, reached.passed) == ("ok", 1)
+        # the kernel layer alone: the child's namespace has only a down loopback, so the connect fails
+        cut = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False))
+        assert cut.failed and cut.per_test == ("error:OSError",)
+
+
+def test_network_isolation_reports_a_known_layer() -> None:
+    assert network_isolation() in ("netns", "userns+netns", "none")

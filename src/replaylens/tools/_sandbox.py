@@ -10,6 +10,10 @@ Layers (see docs/tools.md for what each does when the parent runs as root):
   process creation (fork / exec / spawn / subprocess), ``ctypes``, and any ``open`` outside the private
   directory and the standard library (writes only inside the private directory); ``socket.socket`` is
   also replaced by a function that raises;
+* on Linux, a fresh, empty network namespace (``unshare(CLONE_NEWNET)``, or inside a new user namespace
+  when the parent is not privileged): the child has no interface but a down loopback, so no connection
+  can leave it even if the audit hook were bypassed; :func:`network_isolation` says which form this
+  machine allows (``"none"`` where neither is permitted — the audit hook still refuses sockets);
 * ``resource.setrlimit`` in a ``preexec_fn``: CPU seconds, address space, process count, file size,
   open files, no core dumps; ``os.setsid`` puts the child in its own session / process group;
 * a wall-clock timeout after which the whole process group is killed (``os.killpg``), and a per-test
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import ctypes
+import functools
 import json
 import math
 import os
@@ -39,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RunResult", "SandboxLimits", "TestCase", "run_candidate", "same_value"]
+__all__ = ["RunResult", "SandboxLimits", "TestCase", "network_isolation", "run_candidate", "same_value"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class SandboxLimits:
     per_test_s: float = 2.0
     wall_s: float = 10.0
     audit_hook: bool = True
+    network_namespace: bool = True  # used where network_isolation() allows it
 
 
 @dataclass(frozen=True)
@@ -186,8 +193,44 @@ def _stdlib_dirs() -> list[str]:
     return sorted(d for d in dirs if d)
 
 
-def _preexec(limits: SandboxLimits) -> None:
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_NAMESPACE_FLAGS = {"netns": _CLONE_NEWNET, "userns+netns": _CLONE_NEWUSER | _CLONE_NEWNET}
+
+
+def _unshare(flags: int) -> None:
+    """``unshare(2)`` in the calling (forked, single-threaded) child; raises ``OSError`` when refused."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(ctypes.c_int(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@functools.cache
+def network_isolation() -> str:
+    """The kernel network layer the sandbox adds on this machine (probed once, then cached).
+
+    ``"netns"``: a new network namespace (privileged parent); ``"userns+netns"``: a new user namespace
+    holding a new network namespace (unprivileged parent where the kernel allows it); ``"none"``: neither
+    is permitted (non-Linux, or a kernel / container policy forbids it) — sockets are then refused by the
+    in-child audit hook only.
+    """
+    if not sys.platform.startswith("linux"):
+        return "none"
+    for name, flags in _NAMESPACE_FLAGS.items():
+        try:
+            subprocess.run([sys.executable, "-S", "-c", "pass"], env={}, capture_output=True, timeout=30,
+                           check=True, preexec_fn=functools.partial(_unshare, flags))
+        except (subprocess.SubprocessError, OSError):
+            continue
+        return name
+    return "none"
+
+
+def _preexec(limits: SandboxLimits, namespace_flags: int) -> None:
     os.setsid()
+    if namespace_flags:
+        _unshare(namespace_flags)
     for res, val in ((resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1)),
                      (resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes)),
                      (resource.RLIMIT_NPROC, (limits.nproc, limits.nproc)),
@@ -217,10 +260,12 @@ def run_candidate(source: str, func: str, tests: Sequence[TestCase], limits: San
             fh.write(_RUNNER)
         cfg = {"source": source, "func": func, "tests": [repr(tuple(t.args)) for t in tests],
                "per_test_s": float(lim.per_test_s), "stdlib": _stdlib_dirs(), "audit": lim.audit_hook}
+        isolation = network_isolation() if lim.network_namespace else "none"
+        flags = _NAMESPACE_FLAGS.get(isolation, 0)
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-P", "-s", "-S", "-B", runner], cwd=tmp, env={"PYTHONHASHSEED": "0"},
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=lambda: _preexec(lim), close_fds=True)
+                                preexec_fn=lambda: _preexec(lim, flags), close_fds=True)
         timed_out = False
         try:
             out, err = proc.communicate(repr(cfg).encode(), timeout=lim.wall_s)
