@@ -251,3 +251,25 @@ def test_persistent_memo_survives_a_restart(tmp_path: Path) -> None:
     assert asyncio.run(again.complete(other, 5.0)).text == '{"item_01":"B"}' and llama.evaluated > 0
     again.close_memo()
     assert len(memo.read_text().splitlines()) == 3  # first prompt, the repaired torn line, the new prompt
+
+
+def test_thread_count_bounds_prompt_passes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # llama.cpp evaluates prompts with n_threads_batch (default: every core); --threads must bound both
+    import sys
+    import types
+
+    seen: dict[str, object] = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_llama(**kwargs: object) -> None:
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=fake_llama))
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"GGUF")
+    with pytest.raises(Stop):
+        LlamaCppBackend(str(weights), n_threads=1)
+    assert (seen["n_threads"], seen["n_threads_batch"]) == (1, 1)

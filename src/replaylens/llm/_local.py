@@ -117,8 +117,9 @@ class LlamaCppBackend(Backend):
                 raise ConfigError("local models need llama-cpp-python: pip install 'replaylens[local]'") from None
             if not Path(path).is_file():
                 raise ConfigError(f"no local model file at {path!r} (weights are never downloaded)")
+            threads = n_threads or max(1, os.cpu_count() or 1)  # generation and prompt (batch) passes alike
             llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, seed=seed, logits_all=False, verbose=False,
-                                    n_threads=n_threads or max(1, os.cpu_count() or 1))
+                                    n_threads=threads, n_threads_batch=threads)
         self.llm = llama
         self.readout = readout
         self.seed = int(seed)
