@@ -16,7 +16,7 @@ from replaylens.agents import Agent, HistoryReader, ReferenceRule, from_callable
 from replaylens.errors import AgentError, JournalError
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm
 from replaylens.records import Evaluator, FutureTasks, History
-from replaylens.replay import plan_replay, replay
+from replaylens.replay import plan_replay, prepare_replay, replay
 from replaylens.substrates import make_bandit
 
 run_mod = importlib.import_module("replaylens.replay._run")  # ``replaylens.replay`` is shadowed by the function
@@ -327,6 +327,23 @@ def test_journal_resume_loads_shards_reference(bandit, tmp_path: Path) -> None:
     first = replay(bandit.history, bandit.futures, bandit.evaluator, good, **kw)
     second = replay(bandit.history, bandit.futures, bandit.evaluator, bad, **kw)
     assert np.array_equal(first.actions, second.actions)
+
+
+def test_prepared_replay_gives_replay_decisions_for_every_agent(bandit, tmp_path: Path, monkeypatch) -> None:
+    h, f, e = bandit.history, bandit.futures, bandit.evaluator
+    prepared = prepare_replay(h, f, e, cells="value,pair,key_slot", draws=2, repeats=2, seed=5)
+    counter = from_callables(lambda: 0, lambda s, t, k, u: s + 1, lambda s, t, m: m[s % len(m)], name="counter")
+    for agent, path in ((load_agent("mean"), "array"), (load_agent("mean"), "reference"), (counter, "auto")):
+        want = replay(h, f, e, agent, cells="value,pair,key_slot", draws=2, repeats=2, seed=5, path=path)
+        got = prepared.run(agent, path=path)
+        assert got.equals(want) and got.path == want.path
+        assert np.array_equal(got.actions, want.actions)
+    # a journal written through replay() is resumed by the prepared run of the same plan, and vice versa
+    kw = {"cells": "value", "seed": 2, "journal": tmp_path, "shard_size": 1}
+    first = replay(h, f, e, load_agent("mean"), **kw)
+    calls = _spy_run_shard(monkeypatch)
+    again = prepare_replay(h, f, e, cells="value", seed=2).run(load_agent("mean"), journal=tmp_path, shard_size=1)
+    assert calls == [] and again.equals(first)
 
 
 def test_journal_of_a_different_plan_is_refused(bandit, tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ from .records import (
     write_futures,
     write_history,
 )
-from .replay import Decisions, ReplayPlan, plan_replay, replay, support_lookup
+from .replay import Decisions, PreparedReplay, ReplayPlan, plan_replay, prepare_replay, replay, support_lookup
 
 __version__ = "0.1.0"
 
@@ -90,6 +90,7 @@ __all__ = [
     "LawViolation",
     "Namespace",
     "Policy",
+    "PreparedReplay",
     "QueryBatch",
     "Record",
     "RecordBatch",
@@ -126,6 +127,7 @@ __all__ = [
     "pair_residual",
     "pi_pair_minus_value",
     "plan_replay",
+    "prepare_replay",
     "read_evaluator",
     "read_futures",
     "read_history",

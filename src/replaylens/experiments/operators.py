@@ -23,12 +23,12 @@ Reproductions:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from ..agents import Agent, invariant_agent
+from ..agents import Agent
 from ..maps import DERANGEMENTS_4, SlotSpec
 from ..operators import (
     PAIR_THRESHOLD,
@@ -53,7 +53,7 @@ from ..operators import (
 )
 from ..readouts import pool_tasks
 from ..records import Evaluator, FutureTasks, History
-from ..replay import Decisions, plan_replay, prepare_streams, replay, run_shard
+from ..replay import Decisions, plan_replay, prepare_replay
 from ..reproduce import Comparison, compare, register_reproduction
 from .synthetic_suite import SEED, SIGMA, suite
 
@@ -95,9 +95,9 @@ def _inputs() -> tuple[History, FutureTasks, Evaluator]:
 
 
 class OperatorSweep:
-    """Replay many writers under one plan: the plan goes through :func:`replaylens.replay` once (its
-    utilities, oracle and task layout are shared), and each writer then runs on the prepared streams
-    through the engine's :func:`replaylens.replay.run_shard` (all streams as one shard).
+    """Replay many writers under one plan: the plan's streams, utilities, oracle and task layout are
+    prepared once (:func:`replaylens.replay.prepare_replay`), and each writer then runs on them with all
+    streams as one shard.
 
     ``sweep.replay(agent)`` gives exactly ``replay(history, futures, evaluator, agent, plan=sweep.plan)``
     (checked in the tests) without re-preparing the streams and re-scoring the utilities per writer.
@@ -106,17 +106,10 @@ class OperatorSweep:
     def __init__(self, history: History, futures: FutureTasks, evaluator: Evaluator, *, cells: str = "value,pair",
                  draws: Sequence[SlotSpec] = (SIGMA,), seed: int = SEED) -> None:
         self.plan = plan_replay(history, futures, cells=cells, maps="derangements", draws=list(draws), seed=seed)
-        self.base = replay(history, futures, evaluator, invariant_agent(1.0), plan=self.plan, path="array")
-        sds = prepare_streams(self.plan, history, futures)
-        self.streams = [sds[s] for s in self.plan.streams]
-        # the engine's block vocabulary: history blocks in first-appearance order, then the future strata
-        self.blocks = tuple(dict.fromkeys([*zip(history.family.tolist(), history.context.tolist(), strict=True),
-                                           *futures.strata]))
+        self.prepared = prepare_replay(history, futures, evaluator, plan=self.plan)
 
     def replay(self, agent: Agent) -> Decisions:
-        path = "array" if agent.array is not None else "reference"
-        arrays = run_shard(self.plan, self.streams, agent, path=path, blocks=self.blocks)
-        return replace(self.base, actions=np.concatenate(arrays, axis=-1), path=path)
+        return self.prepared.run(agent, shard_size=len(self.plan.streams))
 
 
 @cache

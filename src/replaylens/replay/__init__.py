@@ -4,17 +4,19 @@ from ._engine import StreamData, decision_seeds, prepare_streams, run_shard
 from ._journal import Journal
 from ._plan import ReplayPlan, default_maps, plan_replay
 from ._result import DECISION_COLUMNS, Decisions
-from ._run import replay, support_lookup
+from ._run import PreparedReplay, prepare_replay, replay, support_lookup
 
 __all__ = [
     "DECISION_COLUMNS",
     "Decisions",
     "Journal",
+    "PreparedReplay",
     "ReplayPlan",
     "StreamData",
     "decision_seeds",
     "default_maps",
     "plan_replay",
+    "prepare_replay",
     "prepare_streams",
     "replay",
     "run_shard",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -11,12 +12,12 @@ from ..agents import Agent, SupportLookup
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
-from ._engine import block_vocabulary, prepare_streams, run_shard, utilities_for
+from ._engine import StreamData, block_vocabulary, prepare_streams, run_shard, utilities_for
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
 
-__all__ = ["replay", "support_lookup"]
+__all__ = ["PreparedReplay", "prepare_replay", "replay", "support_lookup"]
 
 Progress = Callable[[int, int], None]
 
@@ -43,57 +44,104 @@ def replay(
 
     ``path``: ``array`` (vectorized, needs ``agent.array``), ``reference`` (plain per-record
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
-    rerun with the same inputs resumes, skipping them.
+    rerun with the same inputs resumes, skipping them.  To replay several agents under one plan,
+    :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
     """
+    prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
+                              repeats=repeats, seed=seed)
+    return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
+                        progress=progress)
+
+
+def prepare_replay(
+    history: History,
+    futures: FutureTasks,
+    evaluator: Evaluator,
+    *,
+    plan: ReplayPlan | None = None,
+    cells: str | Sequence[str] = "value,pair,key_slot",
+    maps: str | Sequence[str] | None = None,
+    draws: int | Sequence[SlotSpec] = 1,
+    repeats: int = 1,
+    seed: int = 0,
+) -> PreparedReplay:
+    """Check the inputs, plan, and prepare once what every agent's replay shares: the transformed
+    streams, the block vocabulary, the utilities g̃(x_i, a) and the oracle a*(x_i)."""
     check_inputs(history, futures, evaluator)
     if plan is None:
         plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
-    if path == "auto":
-        path = "array" if agent.array is not None else "reference"
-    if path not in ("array", "reference"):
-        raise ConfigError(f"path must be 'auto', 'array' or 'reference'; got {path!r}")
     sds = prepare_streams(plan, history, futures)
-    blocks = block_vocabulary(history, futures)
-    size = shard_size or (16 if path == "array" else 1)
-    shards = plan.shards(size)
-    total = sum(len(sds[s].futures) for s in plan.streams) * plan.n_decisions_per_task
-    done = 0
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(done, total)
-
-    jr = None
-    if journal is not None:
-        key = {"format": 1, "plan": plan.digest(), "history": history.fingerprint(),
-               "futures": futures.fingerprint(), "agent": dict(agent.spec) or {"name": agent.name}, "path": path,
-               "shard_size": size, **(journal_key or {})}
-        jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
-                               for k, v in key.items()})
-    per_stream: dict[str, np.ndarray] = {}
-    for k, streams in enumerate(shards):
-        if jr is not None and jr.done(k):
-            arrays = jr.load(k)
-            tick(sum(a.size for a in arrays))
-        else:
-            arrays = run_shard(plan, [sds[s] for s in streams], agent, path=path, blocks=blocks, tick=tick)
-            if jr is not None:
-                jr.record(k, list(streams), arrays)
-        per_stream.update(zip(streams, arrays, strict=True))
     ordered = [sds[s] for s in plan.streams]
-    actions = np.concatenate([per_stream[s] for s in plan.streams], axis=-1)
     util, oracle = utilities_for(ordered, evaluator, len(plan.labels))
     stratum_code = {r: i for i, r in enumerate(plan.strata)}
-    stream_idx = np.concatenate([np.full(len(sd.futures), i) for i, sd in enumerate(ordered)])
+    stream_idx = np.concatenate([np.full(len(sd.futures), i, dtype=np.int64) for i, sd in enumerate(ordered)])
     stratum_idx = np.array([stratum_code[f.stratum] for sd in ordered for f in sd.futures], dtype=np.int64)
-    return Decisions(
-        plan=plan, actions=actions, stream_idx=stream_idx.astype(np.int64), stratum_idx=stratum_idx,
+    base = Decisions(
+        plan=plan, actions=np.zeros((0,), dtype=np.int64), stream_idx=stream_idx, stratum_idx=stratum_idx,
         task_ids=tuple(f.task for sd in ordered for f in sd.futures),
         task_index=np.array([f.index for sd in ordered for f in sd.futures], dtype=np.int64),
-        utility=util, oracle=oracle, path=path,
+        utility=util, oracle=oracle, path="",
     )
+    return PreparedReplay(plan=plan, streams=sds, blocks=block_vocabulary(history, futures), base=base,
+                          fingerprints=(history.fingerprint(), futures.fingerprint()))
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedReplay:
+    """One plan's replay inputs, prepared once (see :func:`prepare_replay`); :meth:`run` replays an agent."""
+
+    plan: ReplayPlan
+    streams: dict[str, StreamData]
+    blocks: tuple[tuple[str, str], ...]
+    base: Decisions  # task layout, utilities and oracle; ``actions`` empty
+    fingerprints: tuple[str, str]  # (history, futures) content fingerprints, for the journal key
+
+    def run(
+        self,
+        agent: Agent,
+        *,
+        path: str = "auto",
+        journal: str | os.PathLike[str] | None = None,
+        journal_key: dict[str, object] | None = None,
+        shard_size: int | None = None,
+        progress: Progress | None = None,
+    ) -> Decisions:
+        """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`)."""
+        plan = self.plan
+        if path == "auto":
+            path = "array" if agent.array is not None else "reference"
+        if path not in ("array", "reference"):
+            raise ConfigError(f"path must be 'auto', 'array' or 'reference'; got {path!r}")
+        sds = self.streams
+        size = shard_size or (16 if path == "array" else 1)
+        total = sum(len(sds[s].futures) for s in plan.streams) * plan.n_decisions_per_task
+        done = 0
+
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(done, total)
+
+        jr = None
+        if journal is not None:
+            key = {"format": 1, "plan": plan.digest(), "history": self.fingerprints[0],
+                   "futures": self.fingerprints[1], "agent": dict(agent.spec) or {"name": agent.name},
+                   "path": path, "shard_size": size, **(journal_key or {})}
+            jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
+                                   for k, v in key.items()})
+        per_stream: dict[str, np.ndarray] = {}
+        for k, streams in enumerate(plan.shards(size)):
+            if jr is not None and jr.done(k):
+                arrays = jr.load(k)
+                tick(sum(a.size for a in arrays))
+            else:
+                arrays = run_shard(plan, [sds[s] for s in streams], agent, path=path, blocks=self.blocks, tick=tick)
+                if jr is not None:
+                    jr.record(k, list(streams), arrays)
+            per_stream.update(zip(streams, arrays, strict=True))
+        actions = np.concatenate([per_stream[s] for s in plan.streams], axis=-1)
+        return replace(self.base, actions=actions, path=path)
 
 
 def support_lookup(agent: Agent, history: History, futures: FutureTasks, evaluator: Evaluator) -> Agent:
