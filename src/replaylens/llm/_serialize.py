@@ -445,33 +445,33 @@ class ParsedItem:
     dictionary: Mapping[str, str]
 
 
-def parse_prompt(text: str) -> list[ParsedItem]:
-    """Read the numbered items of a prompt in the default layout (used by the scripted stand-ins).
+@dataclass(frozen=True)
+class ItemSections:
+    """One numbered item of a prompt split into its sections (shared by the textual stand-ins)."""
 
-    Menu tokens come from the ``- TOKEN: description`` rows of the Actions section, records from
-    ``NN | key=K | utility=U`` lines, the dictionary from a ``Producer keys:`` line.
-    """
+    menu: tuple[str, ...]  # tokens of the ``- TOKEN: description`` rows of the Actions section
+    records: tuple[str, ...]  # the lines under ``Records:``, up to the answer constraint
+    other: tuple[str, ...]  # every other line before the answer constraint
+
+
+def item_sections(text: str) -> list[ItemSections]:
+    """Split a prompt into its ``=== Item i of n ===`` items and each item into menu, records and the rest."""
     marks = list(_ITEM_RE.finditer(text))
-    out: list[ParsedItem] = []
+    out: list[ItemSections] = []
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        section = text[m.end():end]
         menu: list[str] = []
-        records: list[tuple[str, int | None]] = []
-        dictionary: dict[str, str] = {}
+        records: list[str] = []
+        other: list[str] = []
         mode = ""
-        for line in section.splitlines():
+        for line in text[m.end():end].splitlines():
+            if line.startswith("Answer with exactly one action:"):
+                break
             if line.startswith("Actions"):
                 mode = "actions"
                 continue
             if line.startswith("Records:"):
                 mode = "records"
-                continue
-            if line.startswith("Producer keys: "):
-                for pair in line[len("Producer keys: "):].split(", "):
-                    k, _, a = pair.partition(" = ")
-                    dictionary[k.strip()] = a.strip()
-                mode = ""
                 continue
             if mode == "actions":
                 rm = _ROW_RE.match(line)
@@ -479,12 +479,32 @@ def parse_prompt(text: str) -> list[ParsedItem]:
                     menu.append(rm.group(1))
                     continue
                 mode = ""
-            if mode == "records":
-                rr = _REC_RE.match(line)
-                if rr:
-                    u = rr.group(3)
-                    records.append((rr.group(2), None if u is None else _micro_of(u)))
-        out.append(ParsedItem(tuple(menu), tuple(records), dictionary))
+            (records if mode == "records" else other).append(line)
+        out.append(ItemSections(tuple(menu), tuple(records), tuple(other)))
+    return out
+
+
+def parse_prompt(text: str) -> list[ParsedItem]:
+    """Read the numbered items of a prompt in the default layout (used by the scripted stand-ins).
+
+    Menu tokens come from the ``- TOKEN: description`` rows of the Actions section, records from
+    ``NN | key=K | utility=U`` lines, the dictionary from a ``Producer keys:`` line.
+    """
+    out: list[ParsedItem] = []
+    for sec in item_sections(text):
+        dictionary: dict[str, str] = {}
+        for line in sec.other:
+            if line.startswith("Producer keys: "):
+                for pair in line[len("Producer keys: "):].split(", "):
+                    k, _, a = pair.partition(" = ")
+                    dictionary[k.strip()] = a.strip()
+        records: list[tuple[str, int | None]] = []
+        for line in sec.records:
+            rr = _REC_RE.match(line)
+            if rr:
+                u = rr.group(3)
+                records.append((rr.group(2), None if u is None else _micro_of(u)))
+        out.append(ParsedItem(sec.menu, tuple(records), dictionary))
     return out
 
 

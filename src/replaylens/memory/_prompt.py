@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from ..llm import (
     open_store,
 )
 from ..llm._acquire import run_sync
-from ..llm._serialize import FOOTER_TEMPLATE, assemble_prompt, canonical_json, item_key, sha256_text
+from ..llm._serialize import FOOTER_TEMPLATE, assemble_prompt, canonical_json, item_key, item_sections, sha256_text
 from ..rng import derive_rng
 from ._policy import retrieved_mean_policy
 
@@ -144,38 +143,9 @@ def render_memory_prompt(items: Sequence[MemoryItem], template: MemoryTemplate) 
     return assemble_prompt(template.header, [render_memory_item(it, template) for it in items], template.footer)
 
 
-_ITEM_RE = re.compile(r"^=== Item (\d+) of (\d+) ===$", re.M)
-_ROW_RE = re.compile(r"^- (\S+?)(?::(?: .*)?)?$")
-
-
 def parse_memory_prompt(text: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """(menu tokens, retrieved lines) of every item of a memory prompt (what the scripted stand-in reads)."""
-    marks = list(_ITEM_RE.finditer(text))
-    out = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        menu: list[str] = []
-        lines: list[str] = []
-        mode = ""
-        for line in text[m.end():end].splitlines():
-            if line.startswith("Actions"):
-                mode = "actions"
-                continue
-            if line == "Records:":
-                mode = "records"
-                continue
-            if line.startswith("Answer with exactly one action:"):
-                break
-            if mode == "actions":
-                rm = _ROW_RE.match(line)
-                if rm:
-                    menu.append(rm.group(1))
-                    continue
-                mode = ""
-            elif mode == "records":
-                lines.append(line)
-        out.append((tuple(menu), tuple(lines)))
-    return out
+    return [(sec.menu, sec.records) for sec in item_sections(text)]
 
 
 # ---------------------------------------------------------------------------------------------- back-ends
