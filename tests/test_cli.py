@@ -252,3 +252,31 @@ def test_reanalyze_and_llm_validate_commands(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["llm", "validate", str(tmp_path)])
     assert res.exit_code == 2
     assert "is not a ReplayLens LLM run directory" in res.stderr
+
+
+def test_reproduce_markdown_update_equals_a_full_render() -> None:
+    from replaylens.reproduce import render_reproduction_markdown, update_reproduction_markdown
+
+    def rows(name: str, status: str, n: int) -> list[dict[str, object]]:
+        return [{"reproduction": name, "table": "t", "row": f"r{i}", "column": "c", "paper": 0.5, "ours": 0.25 * i,
+                 "tolerance": 0.01, "status": status, "note": f"note of {name}"} for i in range(n)]
+
+    titles = {"a": "first", "b": "second", "c": "third"}
+    old = render_reproduction_markdown(rows("a", "match", 2) + rows("b", "n/a", 3) + rows("c", "differs", 1), titles)
+    new_b = rows("b", "match", 4)
+    want = render_reproduction_markdown(rows("a", "match", 2) + new_b + rows("c", "differs", 1), titles)
+    assert update_reproduction_markdown(old, new_b, titles, ["a", "b", "c"]) == want
+    assert "**7 compared cells: 6 match, 1 differ, 0 n/a.**" in want
+    # a section missing from the file is inserted at its place in the full order
+    no_b = render_reproduction_markdown(rows("a", "match", 2) + rows("c", "differs", 1), titles)
+    assert update_reproduction_markdown(no_b, new_b, titles, ["a", "b", "c"]) == want
+
+
+def test_reproduce_markdown_updates_one_section_of_the_committed_docs(tmp_path: Path) -> None:
+    # docs/reproduction.md is generated; re-running one deterministic entry into a copy changes nothing
+    docs = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"
+    copy = tmp_path / "reproduction.md"
+    copy.write_bytes(docs.read_bytes())
+    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--markdown", str(copy)])
+    assert res.exit_code == 0, res.output
+    assert copy.read_text(encoding="utf-8") == docs.read_text(encoding="utf-8")

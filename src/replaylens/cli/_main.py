@@ -367,17 +367,18 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
 
 
 @cli.command()
-@click.argument("name", required=False)
+@click.argument("names", nargs=-1)
 @click.option("--list", "list_", is_flag=True, help="List the registered reproductions.")
 @click.option("--all", "all_", is_flag=True, help="Run every reproduction.")
 @click.option("--issue", "issue", default=None, help="With --all or --list: only the reproductions of this issue.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per compared cell.")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the rows as markdown (docs/reproduction.md is generated this way).")
+              help="Also write the rows as markdown (docs/reproduction.md is generated this way); when only "
+                   "some reproductions run and FILE exists, their sections are replaced and the totals recounted.")
 @_user_errors
-def reproduce(name: str | None, list_: bool, all_: bool, issue: str | None, as_json: bool,
+def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None, as_json: bool,
               markdown: Path | None) -> None:
-    """Run a paper reproduction: the paper's value next to ours, with the status of each comparison."""
+    """Run paper reproductions (NAME ...): the paper's value next to ours, with the status of each comparison."""
     from ..errors import ConfigError
     from ..experiments import all_reproductions
     from ..reproduce import get_reproduction
@@ -392,14 +393,14 @@ def reproduce(name: str | None, list_: bool, all_: bool, issue: str | None, as_j
             click.echo(f"{r.name:32s} {r.title}")
         return
     if all_:
-        names = list(regs)
-    elif name:
-        names = [get_reproduction(name).name]
+        chosen = list(regs)
+    elif names:
+        chosen = list(dict.fromkeys(get_reproduction(n).name for n in names))
     else:
         raise ConfigError("give a reproduction NAME, --all or --list")
     n_diff = 0
     collected: list[dict[str, Any]] = []
-    for nm in names:
+    for nm in chosen:
         rows = get_reproduction(nm).run()
         for row in rows:
             n_diff += row.status == "differs"
@@ -409,11 +410,17 @@ def reproduce(name: str | None, list_: bool, all_: bool, issue: str | None, as_j
         if not as_json:
             _print_rows(nm, rows)
     if markdown is not None:
-        from ..reproduce import render_reproduction_markdown
+        from .._durable import atomic_write
+        from ..reproduce import render_reproduction_markdown, update_reproduction_markdown
 
+        every = all_reproductions()
+        titles = {n: r.title for n, r in every.items()}
+        if set(chosen) != set(every) and markdown.is_file():
+            text = update_reproduction_markdown(markdown.read_text(encoding="utf-8"), collected, titles, list(every))
+        else:
+            text = render_reproduction_markdown(collected, titles)
         markdown.parent.mkdir(parents=True, exist_ok=True)
-        text = render_reproduction_markdown(collected, {n: regs[n].title for n in names})
-        markdown.write_text(text + "\n", encoding="utf-8")
+        atomic_write(markdown, (text + "\n").encode("utf-8"))
     if not as_json:
         click.echo(f"{n_diff} comparison(s) differ from the paper" if n_diff else "all comparisons match or are n/a")
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["read_json_rows", "render_reproduction_markdown"]
+__all__ = ["read_json_rows", "render_reproduction_markdown", "update_reproduction_markdown"]
 
 
 def read_json_rows(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -53,3 +53,51 @@ def render_reproduction_markdown(rows: Iterable[Mapping[str, Any]], titles: Mapp
             lines += [f"- {note}" for note in notes]
         lines.append("")
     return "\n".join(lines)
+
+
+_SECTION = "## `"
+_STATUS_CELLS = {"| match |": "match", "| **differs** |": "differs", "| n/a |": "n/a"}
+
+
+def _sections(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The lines before the first section, and each section's lines keyed by reproduction name."""
+    head: list[str] = []
+    secs: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        if line.startswith(_SECTION):
+            current = secs.setdefault(line[len(_SECTION):].split("`", 1)[0], [])
+        if current is None:
+            head.append(line)
+        else:
+            current.append(line)
+    for lines in secs.values():  # every section ends with exactly one blank line, as rendered
+        while lines and not lines[-1]:
+            lines.pop()
+        lines.append("")
+    return head, secs
+
+
+def update_reproduction_markdown(existing: str, rows: Iterable[Mapping[str, Any]], titles: Mapping[str, str],
+                                 order: Iterable[str], header: str = "") -> str:
+    """Replace, in a rendered docs/reproduction.md, the sections of the reproductions in ``rows`` and
+    recount the totals; sections of the other reproductions are kept verbatim.  The result equals a
+    full render whenever the kept sections are what a full run would produce (reproductions are
+    deterministic).  ``order``: every reproduction name, in the order of a full run."""
+    rows = list(rows)
+    _, fresh = _sections(render_reproduction_markdown(rows, titles))
+    _, kept = _sections(existing)
+    kept.update(fresh)
+    body: list[str] = []
+    for name in order:
+        body += kept.get(name, [])
+    n = {s: 0 for s in ("match", "differs", "n/a")}
+    for line in body:
+        if line.startswith("| ") and not line.startswith("| table |"):
+            for cell, status in _STATUS_CELLS.items():
+                if line.endswith(cell):
+                    n[status] += 1
+    total = sum(n.values())
+    head = render_reproduction_markdown([], {}, header).rstrip("\n").split("\n")
+    head[-1] = f"**{total} compared cells: {n['match']} match, {n['differs']} differ, {n['n/a']} n/a.**"
+    return "\n".join([*head, "", *body])
