@@ -295,3 +295,14 @@ def test_memory_audit_cli_bad_input_exits_2(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "scripted/mean" in res.output
     res = CliRunner().invoke(cli, ["memory-audit", "--model", "scripted/mean"])
     assert res.exit_code == 2 and "--run-dir" in res.output
+
+
+def test_committed_embedded_memory_export_matches_the_current_design() -> None:
+    if not em.EMBEDDED_EXPORT.is_file():
+        pytest.skip("no committed embedded-model memory export")
+    a = em.load_memory_export(em.EMBEDDED_EXPORT)  # rebuilds both designs from the seeds; refuses a mismatch
+    assert "SmolLM2" in a.model
+    assert a.dev_report["ok"] and a.test_report["ok"]
+    assert (a.dev_report["expected_requests"], a.test_report["expected_requests"]) == (704, 768)
+    assert a.dev_report["n_missing"] == a.test_report["n_missing"] == 0
+    assert a.selection is not None and set(a.selection) == {"audit", "endpoint"}
