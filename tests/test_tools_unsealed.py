@@ -231,3 +231,25 @@ def test_unsealed_planning_export(public_data_dir: Path, tmp_path: Path, monkeyp
     assert (by[("format corrections", "count")].paper, by[("format corrections", "count")].ours) == (383, 11)
     assert by[("completed trajectories", "count")].ours == 21
     assert ("Submit / Value reassigned", "disagreement with aligned") in by
+
+
+def test_committed_embedded_debugging_export_is_consistent_and_keeps_the_hidden_tests_out() -> None:
+    path = cd_exp.EMBEDDED_EXPORT
+    if not path.is_file():
+        pytest.skip("no committed embedded-model code-debugging export")
+    doc = read_export(path, unsealed=True)
+    if doc.get("sealed", True) is not False:
+        pytest.skip("the committed export is sealed (covered by the re-analysis tests)")
+    rep = doc["failure_report"]
+    assert rep["planned_trajectories"] == 192 == len(doc["plan"])
+    assert rep["completed"] + rep["protocol_failures"]["total"] == rep["planned_trajectories"]
+    assert len(doc["events"]) == rep["completed"]
+    raw = _unzip(path)
+    hidden = {k: [[repr(t.args), repr(t.expected)] for t in v]
+              for k, v in replaylens.tools.build_suite(cd_exp.SEED).hidden.items()}
+    assert sha256(canonical(hidden)) == doc["manifest"]["hidden_tests_sha256"]  # the export's own hidden tests
+    for cases in hidden.values():
+        assert canonical(cases) not in raw
+        assert all(canonical(c) not in raw for c in cases)
+    by = {(r.row, r.column): r for r in cd_exp.code_debugging_embedded()}
+    assert by[("completed trajectories", "count")].ours == rep["completed"]
