@@ -135,3 +135,17 @@ def test_embedded_model_emits_one_valid_call() -> None:  # pragma: no cover - ne
         req = ToolTurnRequest(MSGS, TOOLS, choice)
         call = parse_tool_call(be.turn(req, 60.0), req)
         assert call.name in req.allowed
+
+
+@needs_model
+def test_embedded_greedy_turn_is_a_function_of_its_prompt() -> None:  # pragma: no cover - needs weights
+    # what the repeat memo relies on: a fresh greedy decode after another conversation (different prefix
+    # state in llama.cpp) gives the same text as the first decode of the same prompt
+    be = make_tool_backend(f"local/{_GGUF}", n_threads=1, n_ctx=1024, string_cap=16, memo_size=0)
+    req = ToolTurnRequest(MSGS, TOOLS)
+    other = ToolTurnRequest(({"role": "system", "content": "t"}, {"role": "user", "content": "02 | BBBBB | 0.1"}),
+                            TOOLS)
+    first = be.turn(req, 60.0)
+    be.turn(other, 60.0)
+    again = be.turn(req, 60.0)
+    assert again.raw_text == first.raw_text and "repeat_memo=hit" not in again.notifications

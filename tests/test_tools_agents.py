@@ -12,7 +12,7 @@ import pytest
 
 from _tools import LEDGER_ROW, small_debug_suite
 from replaylens.errors import ConfigError
-from replaylens.llm import FakeOpenAIServer, ScriptedToolBackend, ToolTurnRequest, make_tool_backend
+from replaylens.llm import FakeOpenAIServer, ScriptedToolBackend, ToolSpec, ToolTurnRequest, make_tool_backend
 from replaylens.llm._local import LlamaCppBackend
 from replaylens.tools import (
     DebugRun,
@@ -204,6 +204,28 @@ def test_grammar_path_with_a_stand_in(suite: Any, tmp_path: Path, monkeypatch: p
         make_tool_backend("local/x.gguf", llama=llama, temperature=-1.0)
     with pytest.raises(ConfigError):
         LLMDebugger(be, force="sometimes")
+
+
+def test_greedy_repeat_memo_answers_an_exact_repeat_without_a_model_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LlamaCppBackend, "_make_grammar", lambda self, text: text)
+    params = {"type": "object", "additionalProperties": False, "required": ["candidate_id"],
+              "properties": {"candidate_id": {"type": "string", "enum": ["P1", "P2"]}}}
+    tools = (ToolSpec("run_tests", params), ToolSpec("submit_patch", params))
+    req = ToolTurnRequest(({"role": "system", "content": "s"}, {"role": "user", "content": "ledger"}), tools)
+    llama = _StandInLlama()
+    be = make_tool_backend("local/stand-in.gguf", llama=llama)
+    first, again = be.turn(req, 10.0), be.turn(req, 10.0)
+    assert len(llama.grammars) == 1  # the repeat made no model pass
+    assert (again.name, again.arguments_text, again.raw_text) == (first.name, first.arguments_text, first.raw_text)
+    assert "repeat_memo=hit" in again.notifications and "repeat_memo=hit" not in first.notifications
+    assert again.usage["cached_input_tokens"] == again.usage["input_tokens"]
+    other = ToolTurnRequest(({"role": "system", "content": "s"}, {"role": "user", "content": "other ledger"}), tools)
+    be.turn(other, 10.0)
+    assert len(llama.grammars) == 2  # a different prompt is decoded
+    sampled = make_tool_backend("local/stand-in.gguf", llama=_StandInLlama(), temperature=0.7)
+    sampled.turn(req, 10.0, sampling_seed=1)
+    sampled.turn(req, 10.0, sampling_seed=1)
+    assert len(sampled.llm.grammars) == 2  # sampled turns are never memoized
 
 
 def test_model_planner_on_a_subset(public_data_dir: Path, tmp_path: Path) -> None:

@@ -20,9 +20,11 @@ enum); the agent decides what a format error costs (the one-correction rule live
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -375,11 +377,17 @@ class LlamaToolBackend(ToolTurnBackend):
     when each turn samples with the ``sampling_seed`` its caller draws from a recorded generator.  The
     context is not reset between turns, so a trajectory's growing conversation reuses its evaluated
     prefix (llama.cpp's prefix match).  ``string_cap`` bounds generated free text (the rationale).
+
+    Greedy decoding is a function of the prompt tokens and the grammar, so a greedy turn whose exact
+    tokens, grammar and limits were already decoded is answered from a repeat memo (``memo_size``
+    entries, LRU) with the identical text — a fresh repeat of a greedy trajectory costs no model pass.
+    A memo answer is marked ``repeat_memo=hit`` in the turn's notifications and counts every input token
+    as cached.  Sampled turns (``temperature`` > 0) are never memoized.
     """
 
     def __init__(self, path: str, *, llama: Any = None, n_ctx: int = 8192, n_threads: int | None = None,
                  temperature: float = 0.0, seed: int = 0, string_cap: int | None = 160,
-                 max_tokens: int = 512) -> None:
+                 max_tokens: int = 512, memo_size: int = 4096) -> None:
         from ._local import LlamaCppBackend
 
         if temperature < 0:
@@ -397,6 +405,8 @@ class LlamaToolBackend(ToolTurnBackend):
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.last_prompt = ""
+        self.memo_size = int(memo_size)
+        self._memo: OrderedDict[bytes, tuple[str, Any, int]] = OrderedDict()
 
     def render(self, request: ToolTurnRequest) -> str:
         msgs = _plain_messages(request.messages)
@@ -423,18 +433,32 @@ class LlamaToolBackend(ToolTurnBackend):
                     break
                 cached += 1
             greedy = self.temperature == 0.0
+            key = None
+            if greedy and self.memo_size > 0:
+                key = hashlib.sha256(canonical_json({"ids": ids, "grammar": gtext, "max_tokens": self.max_tokens})
+                                     .encode()).digest()
+            hit = self._memo.get(key) if key is not None else None
             t0 = time.perf_counter()
-            out = self.llm.create_completion(
-                ids, max_tokens=self.max_tokens, temperature=self.temperature, top_k=1 if greedy else 0,
-                top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-                seed=self.seed if sampling_seed is None else int(sampling_seed), grammar=self._grammar(gtext))
+            if hit is not None:
+                self._memo.move_to_end(key)  # type: ignore[arg-type]
+                text, finish, n_out = hit
+            else:
+                out = self.llm.create_completion(
+                    ids, max_tokens=self.max_tokens, temperature=self.temperature, top_k=1 if greedy else 0,
+                    top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+                    seed=self.seed if sampling_seed is None else int(sampling_seed), grammar=self._grammar(gtext))
+                text = str(out["choices"][0]["text"])
+                finish = out["choices"][0].get("finish_reason")
+                u = out.get("usage") or {}
+                n_out = int(u.get("completion_tokens", len(self.llm.tokenize(text.encode("utf-8"), add_bos=False))))
+                if key is not None:
+                    self._memo[key] = (text, finish, n_out)
+                    while len(self._memo) > self.memo_size:
+                        self._memo.popitem(last=False)
             elapsed = time.perf_counter() - t0
-        text = str(out["choices"][0]["text"])
-        finish = out["choices"][0].get("finish_reason")
-        u = out.get("usage") or {}
-        n_out = int(u.get("completion_tokens", len(self.llm.tokenize(text.encode("utf-8"), add_bos=False))))
-        usage = {"input_tokens": len(ids), "cached_input_tokens": min(cached, max(len(ids) - 1, 0)),
-                 "output_tokens": n_out, "reasoning_tokens": 0}
+        n_cached = len(ids) if hit is not None else min(cached, max(len(ids) - 1, 0))
+        usage = {"input_tokens": len(ids), "cached_input_tokens": n_cached, "output_tokens": n_out,
+                 "reasoning_tokens": 0}
         name: str | None = None
         args_text: str | None = None
         try:
@@ -445,7 +469,7 @@ class LlamaToolBackend(ToolTurnBackend):
             pass  # an incomplete generation (max_tokens) fails validation as a format error
         return ToolTurn(name, args_text, raw_text=text, usage=usage, model=self.settings.model,
                         finish_reason=finish, n_calls=1 if name is not None else 0,
-                        notifications=[f"generation_s={elapsed:.3f}"])
+                        notifications=[f"generation_s={elapsed:.3f}", *(["repeat_memo=hit"] if hit else [])])
 
 
 def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
@@ -453,7 +477,7 @@ def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: s
                       service_tier: str | None = None, params: Mapping[str, Any] | None = None,
                       accept_models: Sequence[str] = (), n_threads: int | None = None, n_ctx: int = 8192,
                       temperature: float = 0.0, seed: int = 0, string_cap: int | None = 160,
-                      llama: Any = None) -> ToolTurnBackend:
+                      llama: Any = None, memo_size: int = 4096) -> ToolTurnBackend:
     """``openai/NAME`` (an OpenAI-compatible endpoint at ``base_url``; key from ``api_key_env`` / ``env_file``,
     never a parameter) or ``local/PATH.gguf`` (llama-cpp-python, grammar-constrained)."""
     provider, sep, name = model.partition("/")
@@ -461,7 +485,7 @@ def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: s
         raise ConfigError(f"model must look like openai/NAME or local/PATH.gguf; got {model!r}")
     if provider == "local":
         return LlamaToolBackend(name, llama=llama, n_ctx=n_ctx, n_threads=n_threads, temperature=temperature,
-                                seed=seed, string_cap=string_cap)
+                                seed=seed, string_cap=string_cap, memo_size=memo_size)
     if provider != "openai":
         raise ConfigError(f"unknown tool-model provider {provider!r}; use openai/NAME or local/PATH.gguf")
     url, key = openai_endpoint(base_url, api_key_env, env_file)
