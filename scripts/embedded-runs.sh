@@ -36,9 +36,11 @@ step joint llm joint --model local/embedded --threads "$THREADS" --run-dir "$RUN
 step joint-state-off llm joint --model local/embedded --threads "$THREADS" --state-off \
   --run-dir "$RUNS/joint-embedded-off" --export "$DATA/joint-embedded-state-off.json.gz"
 step code-debugging tools debug --model local/embedded --threads "$THREADS" \
-  --run-dir "$RUNS/code-debugging-embedded" --export "$DATA/code-debugging-embedded.json.gz"
+  --run-dir "$RUNS/code-debugging-embedded" --export "$DATA/code-debugging-embedded.json.gz" \
+  --prompt-cache "$RUNS/code-debugging-embedded.memo.jsonl"
 step memory memory-audit --model local/embedded --threads "$THREADS" --run-dir "$RUNS/memory-embedded" \
   --export "$DATA/memory-embedded.json.gz"
 step sequential-planning tools plan --model local/embedded --threads "$THREADS" \
-  --run-dir "$RUNS/sequential-planning-embedded" --export "$DATA/sequential-planning-embedded.json.gz"
+  --run-dir "$RUNS/sequential-planning-embedded" --export "$DATA/sequential-planning-embedded.json.gz" \
+  --prompt-cache "$RUNS/sequential-planning-embedded.memo.jsonl"
 exit $status

@@ -228,6 +228,28 @@ def test_greedy_repeat_memo_answers_an_exact_repeat_without_a_model_pass(monkeyp
     assert len(sampled.llm.grammars) == 2  # sampled turns are never memoized
 
 
+def test_greedy_repeat_memo_persists_across_a_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LlamaCppBackend, "_make_grammar", lambda self, text: text)
+    params = {"type": "object", "additionalProperties": False, "required": ["candidate_id"],
+              "properties": {"candidate_id": {"type": "string", "enum": ["P1", "P2"]}}}
+    req = ToolTurnRequest(({"role": "system", "content": "s"}, {"role": "user", "content": "ledger"}),
+                          (ToolSpec("run_tests", params), ToolSpec("submit_patch", params)))
+    memo = tmp_path / "memo.jsonl"
+    first = make_tool_backend("local/stand-in.gguf", llama=_StandInLlama(), memo_path=memo)
+    first.open()
+    a = first.turn(req, 10.0)
+    first.close()
+    with memo.open("ab") as fh:
+        fh.write(b'{"k": "torn')  # a kill mid-append leaves a torn last line
+    llama = _StandInLlama()
+    second = make_tool_backend("local/stand-in.gguf", llama=llama, memo_path=memo)
+    second.open()
+    b = second.turn(req, 10.0)
+    second.close()
+    assert llama.grammars == [] and "repeat_memo=hit" in b.notifications and b.raw_text == a.raw_text
+    assert len(memo.read_text().splitlines()) == 2  # the answer and the torn line, newline-terminated
+
+
 def test_model_planner_on_a_subset(public_data_dir: Path, tmp_path: Path) -> None:
     psuite = build_planning_suite(20260908, data_dir=public_data_dir, tasks_per_stratum=1)
 

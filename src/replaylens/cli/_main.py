@@ -809,6 +809,8 @@ def _tool_options(fn: F) -> F:
         click.option("--tasks", "n_tasks", default=None, type=click.IntRange(min=1),
                      help="Smoke runs: only the first N tasks (the tables need the full design)."),
         click.option("--conditions", default="aligned,value,pair,rename", show_default=True),
+        click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+                     help="Local greedy models: keep the exact repeat memo in this file, so a restarted run keeps it."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -816,11 +818,12 @@ def _tool_options(fn: F) -> F:
 
 
 def _tool_backend(model: str, base_url: str | None, api_key_env: str, env_file: str, threads: int | None,
-                  temperature: float, seed: int) -> Any:
+                  temperature: float, seed: int, memo_path: Path | None = None) -> Any:
     from ..llm import make_tool_backend
 
     return make_tool_backend(_resolve_model(model), base_url=base_url, api_key_env=api_key_env or None,
-                             env_file=env_file, n_threads=threads, temperature=temperature, seed=seed)
+                             env_file=env_file, n_threads=threads, temperature=temperature, seed=seed,
+                             memo_path=memo_path)
 
 
 def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
@@ -850,13 +853,14 @@ def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
 @_user_errors
 def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-               repeats: int, n_tasks: int | None, conditions: str, seed: int, data_dir: Path | None) -> None:
+               repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int,
+               data_dir: Path | None) -> None:
     """Sequential experiment planning (48 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import LLMPlanner, PlanningRun, build_planning_suite
 
     suite = build_planning_suite(seed, data_dir=data_dir)
     tasks = None if n_tasks is None else [t.task_id for t in suite.tasks[:n_tasks]]
-    agent = LLMPlanner(_tool_backend(model, base_url, api_key_env, env_file, threads, temperature, seed),
+    agent = LLMPlanner(_tool_backend(model, base_url, api_key_env, env_file, threads, temperature, seed, memo_path),
                        force=force, retries=retries)
     run = PlanningRun(run_dir, suite, seed=seed, repeats=repeats, planner=agent, tasks=tasks,
                       conditions=tuple(c for c in conditions.split(",") if c))
@@ -870,12 +874,12 @@ def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str
 @_user_errors
 def tools_debug(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                 export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-                repeats: int, n_tasks: int | None, conditions: str, seed: int) -> None:
+                repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int) -> None:
     """Code debugging (24 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import DebugRun, LLMDebugger, build_suite
 
     suite = build_suite(seed)
-    agent = LLMDebugger(_tool_backend(model, base_url, api_key_env, env_file, threads, temperature, seed),
+    agent = LLMDebugger(_tool_backend(model, base_url, api_key_env, env_file, threads, temperature, seed, memo_path),
                         force=force, retries=retries)
     run = DebugRun(run_dir, suite, seed=seed, repeats=repeats, agent=agent)
     keep = {t.task_id for t in suite.tasks[: n_tasks or len(suite.tasks)]}

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ReplayLensError
@@ -382,12 +384,15 @@ class LlamaToolBackend(ToolTurnBackend):
     tokens, grammar and limits were already decoded is answered from a repeat memo (``memo_size``
     entries, LRU) with the identical text — a fresh repeat of a greedy trajectory costs no model pass.
     A memo answer is marked ``repeat_memo=hit`` in the turn's notifications and counts every input token
-    as cached.  Sampled turns (``temperature`` > 0) are never memoized.
+    as cached.  Sampled turns (``temperature`` > 0) are never memoized.  With ``memo_path`` the memo is
+    also a JSON-lines file (keys include the model file's name and size), read on start and appended
+    as answers are decoded, so a restarted run keeps it (a torn last line is skipped).
     """
 
     def __init__(self, path: str, *, llama: Any = None, n_ctx: int = 8192, n_threads: int | None = None,
                  temperature: float = 0.0, seed: int = 0, string_cap: int | None = 160,
-                 max_tokens: int = 512, memo_size: int = 4096) -> None:
+                 max_tokens: int = 512, memo_size: int = 4096,
+                 memo_path: str | os.PathLike[str] | None = None) -> None:
         from ._local import LlamaCppBackend
 
         if temperature < 0:
@@ -407,6 +412,35 @@ class LlamaToolBackend(ToolTurnBackend):
         self.last_prompt = ""
         self.memo_size = int(memo_size)
         self._memo: OrderedDict[bytes, tuple[str, Any, int]] = OrderedDict()
+        self._memo_file: Any = None
+        self._memo_path = None if memo_path is None else Path(memo_path)
+        if self._memo_path is not None:
+            self._load_memo(self._memo_path)
+
+    def _load_memo(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with path.open("rb") as fh:
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        continue  # torn last line
+                    try:
+                        row = json.loads(raw)
+                        self._memo[bytes.fromhex(row["k"])] = (str(row["t"]), row["f"], int(row["n"]))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        self._memo_file = path.open("ab")
+        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            self._memo_file.write(b"\n")
+
+    def open(self) -> None:
+        if self._memo_path is not None and self._memo_file is None:
+            self._memo_file = self._memo_path.open("ab")
+
+    def close(self) -> None:
+        if self._memo_file is not None:
+            self._memo_file.close()
+            self._memo_file = None
 
     def render(self, request: ToolTurnRequest) -> str:
         msgs = _plain_messages(request.messages)
@@ -435,7 +469,8 @@ class LlamaToolBackend(ToolTurnBackend):
             greedy = self.temperature == 0.0
             key = None
             if greedy and self.memo_size > 0:
-                key = hashlib.sha256(canonical_json({"ids": ids, "grammar": gtext, "max_tokens": self.max_tokens})
+                key = hashlib.sha256(canonical_json({"model": self._base._model_key.decode(), "ids": ids,
+                                                     "grammar": gtext, "max_tokens": self.max_tokens})
                                      .encode()).digest()
             hit = self._memo.get(key) if key is not None else None
             t0 = time.perf_counter()
@@ -455,6 +490,10 @@ class LlamaToolBackend(ToolTurnBackend):
                     self._memo[key] = (text, finish, n_out)
                     while len(self._memo) > self.memo_size:
                         self._memo.popitem(last=False)
+                    if self._memo_file is not None:
+                        row = {"k": key.hex(), "t": text, "f": finish, "n": n_out}
+                        self._memo_file.write(json.dumps(row).encode() + b"\n")
+                        self._memo_file.flush()
             elapsed = time.perf_counter() - t0
         n_cached = len(ids) if hit is not None else min(cached, max(len(ids) - 1, 0))
         usage = {"input_tokens": len(ids), "cached_input_tokens": n_cached, "output_tokens": n_out,
@@ -477,7 +516,8 @@ def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: s
                       service_tier: str | None = None, params: Mapping[str, Any] | None = None,
                       accept_models: Sequence[str] = (), n_threads: int | None = None, n_ctx: int = 8192,
                       temperature: float = 0.0, seed: int = 0, string_cap: int | None = 160,
-                      llama: Any = None, memo_size: int = 4096) -> ToolTurnBackend:
+                      llama: Any = None, memo_size: int = 4096,
+                      memo_path: str | os.PathLike[str] | None = None) -> ToolTurnBackend:
     """``openai/NAME`` (an OpenAI-compatible endpoint at ``base_url``; key from ``api_key_env`` / ``env_file``,
     never a parameter) or ``local/PATH.gguf`` (llama-cpp-python, grammar-constrained)."""
     provider, sep, name = model.partition("/")
@@ -485,7 +525,7 @@ def make_tool_backend(model: str, *, base_url: str | None = None, api_key_env: s
         raise ConfigError(f"model must look like openai/NAME or local/PATH.gguf; got {model!r}")
     if provider == "local":
         return LlamaToolBackend(name, llama=llama, n_ctx=n_ctx, n_threads=n_threads, temperature=temperature,
-                                seed=seed, string_cap=string_cap, memo_size=memo_size)
+                                seed=seed, string_cap=string_cap, memo_size=memo_size, memo_path=memo_path)
     if provider != "openai":
         raise ConfigError(f"unknown tool-model provider {provider!r}; use openai/NAME or local/PATH.gguf")
     url, key = openai_endpoint(base_url, api_key_env, env_file)
