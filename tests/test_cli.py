@@ -270,6 +270,8 @@ def test_reproduce_markdown_update_equals_a_full_render() -> None:
     # a section missing from the file is inserted at its place in the full order
     no_b = render_reproduction_markdown(rows("a", "match", 2) + rows("c", "differs", 1), titles)
     assert update_reproduction_markdown(no_b, new_b, titles, ["a", "b", "c"]) == want
+    # the file's section order wins over the registry's (another import order must not reshuffle the docs)
+    assert update_reproduction_markdown(old, new_b, titles, ["c", "b", "a"]) == want
 
 
 def test_reproduce_markdown_updates_one_section_of_the_committed_docs(tmp_path: Path) -> None:

@@ -83,14 +83,24 @@ def update_reproduction_markdown(existing: str, rows: Iterable[Mapping[str, Any]
     """Replace, in a rendered docs/reproduction.md, the sections of the reproductions in ``rows`` and
     recount the totals; sections of the other reproductions are kept verbatim.  The result equals a
     full render whenever the kept sections are what a full run would produce (reproductions are
-    deterministic).  ``order``: every reproduction name, in the order of a full run."""
+    deterministic).  ``order``: every reproduction name, in the order of a full run (places new sections)."""
     rows = list(rows)
     _, fresh = _sections(render_reproduction_markdown(rows, titles))
     _, kept = _sections(existing)
+    # the file's own section order is kept (a registry imported in another order must not reshuffle it);
+    # a section the file lacks goes after the nearest reproduction that precedes it in ``order``
+    names = list(kept)
+    full = list(order)
+    for name in fresh:
+        if name in kept:
+            continue
+        before = full[:full.index(name)] if name in full else full
+        anchor = max((names.index(b) for b in before if b in names), default=-1)
+        names.insert(anchor + 1, name)
     kept.update(fresh)
     body: list[str] = []
-    for name in order:
-        body += kept.get(name, [])
+    for name in names:
+        body += kept[name]
     n = {s: 0 for s in ("match", "differs", "n/a")}
     for line in body:
         if line.startswith("| ") and not line.startswith("| table |"):
