@@ -29,9 +29,9 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -92,6 +92,33 @@ def answer_grammar(tokens: Sequence[str]) -> str:
         raise ConfigError("an item needs at least one menu token")
     # JSON string escapes (\", \\, \n, \uXXXX) are valid GBNF literal escapes
     return "root ::= \" \" (" + " | ".join(json.dumps(t, ensure_ascii=True) for t in tokens) + ")\n"
+
+
+def open_memo(path: Path, add: Callable[[dict[str, Any]], None]) -> BinaryIO:
+    """Read a JSON-lines repeat memo into ``add`` (a torn or unreadable line is skipped) and open it for
+    appending, starting on a fresh line.  Shared by the logit readout and the tool back-end."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.exists():
+        with path.open("rb") as fh:
+            for raw in fh:
+                torn = not raw.endswith(b"\n")
+                if torn:
+                    continue
+                try:
+                    add(json.loads(raw))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    out = path.open("ab")
+    if torn:
+        out.write(b"\n")
+    return out
+
+
+def append_memo(fh: BinaryIO, row: dict[str, Any]) -> None:
+    """Append one memo line and flush it (a kill leaves at most a torn last line)."""
+    fh.write(json.dumps(row).encode() + b"\n")
+    fh.flush()
 
 
 class LlamaCppBackend(Backend):
@@ -251,22 +278,13 @@ class LlamaCppBackend(Backend):
 
     def _load_memo(self, path: Path) -> None:
         """Persistent repeat memo: one JSON line per computed prompt (key, menu logits), appended as they
-        are computed and read back on start (a torn last line is skipped), so an interrupted run keeps
-        its exact cache.  Keys include the model file's name and size."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            with path.open("rb") as fh:
-                for raw in fh:
-                    if not raw.endswith(b"\n"):
-                        continue
-                    try:
-                        row = json.loads(raw)
-                        self._answers[bytes.fromhex(row["k"])] = np.asarray(row["l"], dtype=np.float64)
-                    except (ValueError, KeyError, TypeError):
-                        continue
-        self._memo_file = path.open("ab")
-        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            self._memo_file.write(b"\n")
+        are computed and read back on start, so an interrupted run keeps its exact cache.  Keys include the
+        model file's name and size."""
+
+        def add(row: dict[str, Any]) -> None:
+            self._answers[bytes.fromhex(row["k"])] = np.asarray(row["l"], dtype=np.float64)
+
+        self._memo_file = open_memo(path, add)
 
     def close_memo(self) -> None:
         if self._memo_file is not None:
@@ -290,8 +308,7 @@ class LlamaCppBackend(Backend):
             while len(self._answers) > 1024 * self.cache_size:
                 self._answers.popitem(last=False)
         if self._memo_file is not None:
-            self._memo_file.write(json.dumps({"k": key.hex(), "l": [float(x) for x in out]}).encode() + b"\n")
-            self._memo_file.flush()
+            append_memo(self._memo_file, {"k": key.hex(), "l": [float(x) for x in out]})
         return out, cached
 
     def logit_answer(self, ids: list[int], enum: Sequence[str]) -> str:

@@ -41,6 +41,7 @@ from ._backends import (
     openai_usage,
     parse_chat_response,
 )
+from ._local import LlamaCppBackend, append_memo, open_memo
 from ._serialize import canonical_json, sha256_text
 from ._types import ModelSettings
 
@@ -393,8 +394,6 @@ class LlamaToolBackend(ToolTurnBackend):
                  temperature: float = 0.0, seed: int = 0, string_cap: int | None = 160,
                  max_tokens: int = 512, memo_size: int = 4096,
                  memo_path: str | os.PathLike[str] | None = None) -> None:
-        from ._local import LlamaCppBackend
-
         if temperature < 0:
             raise ConfigError(f"temperature must be >= 0; got {temperature}")
         self._base = LlamaCppBackend(path, seed=seed, n_ctx=n_ctx, llama=llama, readout="grammar",
@@ -415,23 +414,10 @@ class LlamaToolBackend(ToolTurnBackend):
         self._memo_file: Any = None
         self._memo_path = None if memo_path is None else Path(memo_path)
         if self._memo_path is not None:
-            self._load_memo(self._memo_path)
+            def add(row: dict[str, Any]) -> None:
+                self._memo[bytes.fromhex(row["k"])] = (str(row["t"]), row["f"], int(row["n"]))
 
-    def _load_memo(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            with path.open("rb") as fh:
-                for raw in fh:
-                    if not raw.endswith(b"\n"):
-                        continue  # torn last line
-                    try:
-                        row = json.loads(raw)
-                        self._memo[bytes.fromhex(row["k"])] = (str(row["t"]), row["f"], int(row["n"]))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-        self._memo_file = path.open("ab")
-        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            self._memo_file.write(b"\n")
+            self._memo_file = open_memo(self._memo_path, add)
 
     def open(self) -> None:
         if self._memo_path is not None and self._memo_file is None:
@@ -491,9 +477,7 @@ class LlamaToolBackend(ToolTurnBackend):
                     while len(self._memo) > self.memo_size:
                         self._memo.popitem(last=False)
                     if self._memo_file is not None:
-                        row = {"k": key.hex(), "t": text, "f": finish, "n": n_out}
-                        self._memo_file.write(json.dumps(row).encode() + b"\n")
-                        self._memo_file.flush()
+                        append_memo(self._memo_file, {"k": key.hex(), "t": text, "f": finish, "n": n_out})
             elapsed = time.perf_counter() - t0
         n_cached = len(ids) if hit is not None else min(cached, max(len(ids) - 1, 0))
         usage = {"input_tokens": len(ids), "cached_input_tokens": n_cached, "output_tokens": n_out,
