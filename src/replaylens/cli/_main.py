@@ -383,9 +383,10 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
     from ..experiments import all_reproductions
     from ..reproduce import get_reproduction
 
-    regs = all_reproductions()
+    every = all_reproductions()
+    regs = every
     if issue is not None:
-        regs = {k: r for k, r in regs.items() if r.issue == issue}
+        regs = {k: r for k, r in every.items() if r.issue == issue}
         if not regs:
             raise ConfigError(f"no reproduction belongs to issue {issue!r}")
     if list_:
@@ -413,7 +414,6 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
         from .._durable import atomic_write
         from ..reproduce import render_reproduction_markdown, update_reproduction_markdown
 
-        every = all_reproductions()
         titles = {n: r.title for n, r in every.items()}
         if set(chosen) != set(every) and markdown.is_file():
             text = update_reproduction_markdown(markdown.read_text(encoding="utf-8"), collected, titles, list(every))
