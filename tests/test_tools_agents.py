@@ -141,6 +141,32 @@ def test_resume_after_interruption(suite: Any, tmp_path: Path) -> None:
     run2.seal()
 
 
+def test_a_failed_recovery_is_not_re_run_on_the_next_resume(suite: Any, tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def dies(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
+        calls["n"] += 1
+        if calls["n"] == 10:
+            raise KeyboardInterrupt
+        return _good(req)
+
+    def early(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
+        return "submit_patch", {"candidate_id": LEDGER_ROW.findall(req.messages[1]["content"])[0]}
+
+    def never(req: ToolTurnRequest) -> tuple[str, dict[str, Any]]:
+        raise AssertionError("a finished trajectory was asked again")
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, suite, dies).acquire()
+    run2 = DebugRun(tmp_path / "run", suite, seed=3, agent=LLMDebugger(ScriptedToolBackend(early)))
+    run2.freeze_manifest()
+    assert run2.acquire() == {"done": 2, "protocol_violation": 6}  # the recovery itself ends in a protocol failure
+    run3 = DebugRun(tmp_path / "run", suite, seed=3, agent=LLMDebugger(ScriptedToolBackend(never)))
+    run3.freeze_manifest()
+    assert run3.acquire() == {"done": 2, "protocol_failure": 6}
+    assert [a["kind"] for a in run3.attempts()].count("recovery") == 1
+
+
 def test_capacity_replacement_under_frozen_amendment_and_secrets(suite: Any, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     key = "sk-test-SECRET-0123456789"

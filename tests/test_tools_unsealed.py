@@ -253,3 +253,29 @@ def test_committed_embedded_debugging_export_is_consistent_and_keeps_the_hidden_
         assert all(canonical(c) not in raw for c in cases)
     by = {(r.row, r.column): r for r in cd_exp.code_debugging_embedded()}
     assert by[("completed trajectories", "count")].ours == rep["completed"]
+
+
+def test_committed_embedded_planning_export_is_consistent_and_keeps_the_final_test_out(public_data_dir: Path) -> None:
+    path = plan_exp.EMBEDDED_EXPORT
+    if not path.is_file():
+        pytest.skip("no committed embedded-model sequential-planning export")
+    doc = read_export(path, unsealed=True)
+    if doc.get("sealed", True) is not False:
+        pytest.skip("the committed export is sealed (covered by the re-analysis tests)")
+    rep = doc["failure_report"]
+    assert rep["experiment"] == "sequential-planning"
+    assert rep["planned_trajectories"] == 384 == len(doc["plan"])
+    assert rep["completed"] + rep["protocol_failures"]["total"] == rep["planned_trajectories"]
+    assert len(doc["events"]) == rep["completed"]
+    raw = _unzip(path)
+    psuite = build_planning_suite(plan_exp.SEED, data_dir=public_data_dir)
+    pools = {k: {"X": [[repr(float(v)) for v in row] for row in X], "y": [int(v) for v in y]}
+             for k, (X, y) in psuite.hidden.items()}
+    assert sha256(canonical(pools)) == doc["manifest"]["final_test_sha256"]  # the export's own final-test pools
+    for pool in pools.values():
+        assert canonical(pool["X"]) not in raw
+        assert all(canonical(row) not in raw for row in pool["X"])
+    by = {(r.row, r.column): r for r in plan_exp.sequential_planning_embedded()}
+    assert by[("planned trajectories", "count")].ours == 384
+    assert by[("completed trajectories", "count")].ours == rep["completed"]
+    assert by[("protocol failures", "count")].ours == rep["protocol_failures"]["total"]

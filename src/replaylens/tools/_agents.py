@@ -323,7 +323,8 @@ def acquire_with_model(run: Any, agent: LLMToolAgent, make_env: Callable[[dict[s
                 if any(a["status"] == "ok" for a in mine):
                     counts["done"] = counts.get("done", 0) + 1
                     break
-                finished = {a["attempt_id"] for a in mine}
+                # a start is closed by its own finished line or by a finished recovery of it
+                finished = {a["attempt_id"] for a in mine} | {a["recovers"] for a in mine if a.get("recovers")}
                 open_ = [s for s in starts if s["attempt_id"] not in finished]
                 amendment = None
                 recovers = None
