@@ -31,7 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Generic, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,7 @@ HEADER_END = "\nRecords:\n"
 READOUTS = ("logits", "grammar")
 PROMPT_FORMATS = ("chat", "raw")
 ANSWER_PREFIX = "Answer:"
+V = TypeVar("V")
 
 
 def llama_available() -> bool:
@@ -94,31 +95,70 @@ def answer_grammar(tokens: Sequence[str]) -> str:
     return "root ::= \" \" (" + " | ".join(json.dumps(t, ensure_ascii=True) for t in tokens) + ")\n"
 
 
-def open_memo(path: Path, add: Callable[[dict[str, Any]], None]) -> BinaryIO:
-    """Read a JSON-lines repeat memo into ``add`` (a torn or unreadable line is skipped) and open it for
-    appending, starting on a fresh line.  Shared by the logit readout and the tool back-end."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torn = False
-    if path.exists():
-        with path.open("rb") as fh:
-            for raw in fh:
-                torn = not raw.endswith(b"\n")
-                if torn:
-                    continue
-                try:
-                    add(json.loads(raw))
-                except (ValueError, KeyError, TypeError):
-                    continue
-    out = path.open("ab")
-    if torn:
-        out.write(b"\n")
-    return out
+class RepeatMemo(Generic[V]):
+    """Exact-repeat memo: key → answer, least recently used dropped beyond ``size`` entries (``size`` 0:
+    never answers).  With ``path`` it is also a JSON-lines file, read on start (a torn or unreadable line
+    is skipped) and appended, flushed, as answers are stored, so a restarted run keeps it.  ``encode``
+    / ``decode`` map an answer to and from its line's fields (the key is the ``"k"`` field, hex).
+    Shared by the logit readout (menu logits) and the tool back-end (generated tool calls)."""
 
+    def __init__(self, size: int, path: str | os.PathLike[str] | None = None, *,
+                 encode: Callable[[V], dict[str, Any]], decode: Callable[[dict[str, Any]], V]) -> None:
+        self.size = int(size)
+        self.path = None if path is None else Path(path)
+        self._encode = encode
+        self._map: OrderedDict[bytes, V] = OrderedDict()
+        self._fh: BinaryIO | None = None
+        if self.path is not None:
+            self._fh = self._load(self.path, decode)
 
-def append_memo(fh: BinaryIO, row: dict[str, Any]) -> None:
-    """Append one memo line and flush it (a kill leaves at most a torn last line)."""
-    fh.write(json.dumps(row).encode() + b"\n")
-    fh.flush()
+    def _load(self, path: Path, decode: Callable[[dict[str, Any]], V]) -> BinaryIO:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torn = False
+        if path.exists():
+            with path.open("rb") as fh:
+                for raw in fh:
+                    torn = not raw.endswith(b"\n")
+                    if torn:
+                        continue
+                    try:
+                        row = json.loads(raw)
+                        self._map[bytes.fromhex(row["k"])] = decode(row)
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        out = path.open("ab")
+        if torn:
+            out.write(b"\n")  # append on a fresh line
+        return out
+
+    def get(self, key: bytes) -> V | None:
+        hit = self._map.get(key) if self.size > 0 else None
+        if hit is not None:
+            self._map.move_to_end(key)
+        return hit
+
+    def put(self, key: bytes, answer: V) -> None:
+        """Store ``answer`` (and append its line to the file: a kill leaves at most a torn last line)."""
+        if self.size > 0:
+            self._map[key] = answer
+            while len(self._map) > self.size:
+                self._map.popitem(last=False)
+        if self._fh is not None:
+            self._fh.write(json.dumps({"k": key.hex(), **self._encode(answer)}).encode() + b"\n")
+            self._fh.flush()
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    def open(self) -> None:
+        """Reopen the file for appending after :meth:`close`."""
+        if self.path is not None and self._fh is None:
+            self._fh = self.path.open("ab")
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
 
 class LlamaCppBackend(Backend):
@@ -160,12 +200,13 @@ class LlamaCppBackend(Backend):
         self.cache_size = int(cache_size)
         self._state_cache = self.cache_size > 0 and hasattr(self.llm, "_ctx")  # needs a real llama context
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # header ids -> llama state bytes
-        self._answers: OrderedDict[bytes, np.ndarray] = OrderedDict()  # sha256(prompt ids, menu ids) -> menu logits
+        # sha256(model, prompt ids, menu ids) -> menu logits; with memo_path also on disk (keys include the
+        # model file's name and size)
+        self._answers: RepeatMemo[np.ndarray] = RepeatMemo(
+            1024 * self.cache_size, memo_path, encode=lambda out: {"l": [float(x) for x in out]},
+            decode=lambda row: np.asarray(row["l"], dtype=np.float64))
         size = Path(path).stat().st_size if Path(path).is_file() else 0
         self._model_key = f"{Path(path).name}:{size}".encode()
-        self._memo_file: Any = None
-        if memo_path is not None:
-            self._load_memo(Path(memo_path))
         self.last_generated: list[str] = []  # grammar readout: the raw generated text of each item of the last call
 
     # ------------------------------------------------------------------ prompt
@@ -276,39 +317,21 @@ class LlamaCppBackend(Backend):
             self._grammars[key] = self._make_grammar(answer_grammar(key))
         return self._grammars[key]
 
-    def _load_memo(self, path: Path) -> None:
-        """Persistent repeat memo: one JSON line per computed prompt (key, menu logits), appended as they
-        are computed and read back on start, so an interrupted run keeps its exact cache.  Keys include the
-        model file's name and size."""
-
-        def add(row: dict[str, Any]) -> None:
-            self._answers[bytes.fromhex(row["k"])] = np.asarray(row["l"], dtype=np.float64)
-
-        self._memo_file = open_memo(path, add)
-
     def close_memo(self) -> None:
-        if self._memo_file is not None:
-            self._memo_file.close()
-            self._memo_file = None
+        self._answers.close()
 
     def menu_logits(self, head: list[int], rest: list[int], enum: Sequence[str]) -> tuple[np.ndarray, int]:
         """Caller holds the lock: the menu tokens' next-token logits after ``head + rest`` (header
         evaluated first), and how many input tokens came from the prompt cache."""
         cand = [self._token_id(t) for t in enum]
         key = hashlib.sha256(self._model_key + np.asarray(head + rest + [-1] + cand, dtype=np.int64).tobytes()).digest()
-        hit = self._answers.get(key) if self.cache_size > 0 else None
+        hit = self._answers.get(key)
         if hit is not None:
-            self._answers.move_to_end(key)
             return hit.copy(), len(head) + len(rest)
         cached = len(head) if self._eval_header(head) else 0
         self.llm.eval(rest)
         out = self._last_logits()[cand].copy()
-        if self.cache_size > 0:
-            self._answers[key] = out
-            while len(self._answers) > 1024 * self.cache_size:
-                self._answers.popitem(last=False)
-        if self._memo_file is not None:
-            append_memo(self._memo_file, {"k": key.hex(), "l": [float(x) for x in out]})
+        self._answers.put(key, out)
         return out, cached
 
     def logit_answer(self, ids: list[int], enum: Sequence[str]) -> str:

@@ -25,10 +25,8 @@ import json
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ReplayLensError
@@ -41,7 +39,7 @@ from ._backends import (
     openai_usage,
     parse_chat_response,
 )
-from ._local import LlamaCppBackend, append_memo, open_memo
+from ._local import LlamaCppBackend, RepeatMemo
 from ._serialize import canonical_json, sha256_text
 from ._types import ModelSettings
 
@@ -410,23 +408,15 @@ class LlamaToolBackend(ToolTurnBackend):
         self._lock = threading.Lock()
         self.last_prompt = ""
         self.memo_size = int(memo_size)
-        self._memo: OrderedDict[bytes, tuple[str, Any, int]] = OrderedDict()
-        self._memo_file: Any = None
-        self._memo_path = None if memo_path is None else Path(memo_path)
-        if self._memo_path is not None:
-            def add(row: dict[str, Any]) -> None:
-                self._memo[bytes.fromhex(row["k"])] = (str(row["t"]), row["f"], int(row["n"]))
-
-            self._memo_file = open_memo(self._memo_path, add)
+        self._memo: RepeatMemo[tuple[str, Any, int]] = RepeatMemo(
+            self.memo_size, memo_path, encode=lambda a: {"t": a[0], "f": a[1], "n": a[2]},
+            decode=lambda row: (str(row["t"]), row["f"], int(row["n"])))
 
     def open(self) -> None:
-        if self._memo_path is not None and self._memo_file is None:
-            self._memo_file = self._memo_path.open("ab")
+        self._memo.open()
 
     def close(self) -> None:
-        if self._memo_file is not None:
-            self._memo_file.close()
-            self._memo_file = None
+        self._memo.close()
 
     def render(self, request: ToolTurnRequest) -> str:
         msgs = _plain_messages(request.messages)
@@ -461,7 +451,6 @@ class LlamaToolBackend(ToolTurnBackend):
             hit = self._memo.get(key) if key is not None else None
             t0 = time.perf_counter()
             if hit is not None:
-                self._memo.move_to_end(key)  # type: ignore[arg-type]
                 text, finish, n_out = hit
             else:
                 out = self.llm.create_completion(
@@ -473,11 +462,7 @@ class LlamaToolBackend(ToolTurnBackend):
                 u = out.get("usage") or {}
                 n_out = int(u.get("completion_tokens", len(self.llm.tokenize(text.encode("utf-8"), add_bos=False))))
                 if key is not None:
-                    self._memo[key] = (text, finish, n_out)
-                    while len(self._memo) > self.memo_size:
-                        self._memo.popitem(last=False)
-                    if self._memo_file is not None:
-                        append_memo(self._memo_file, {"k": key.hex(), "t": text, "f": finish, "n": n_out})
+                    self._memo.put(key, (text, finish, n_out))
             elapsed = time.perf_counter() - t0
         n_cached = len(ids) if hit is not None else min(cached, max(len(ids) - 1, 0))
         usage = {"input_tokens": len(ids), "cached_input_tokens": n_cached, "output_tokens": n_out,
