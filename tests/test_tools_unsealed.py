@@ -233,44 +233,37 @@ def test_unsealed_planning_export(public_data_dir: Path, tmp_path: Path, monkeyp
     assert ("Submit / Value reassigned", "disagreement with aligned") in by
 
 
-def test_committed_embedded_debugging_export_is_consistent_and_keeps_the_hidden_tests_out() -> None:
-    path = cd_exp.EMBEDDED_EXPORT
+def _committed_unsealed(path: Path, experiment: str, planned: int) -> tuple[dict[str, Any], bytes]:
+    """A committed embedded-model export, when it is unsealed: its document (failure report consistent with
+    the plan and the events) and its raw bytes."""
     if not path.is_file():
-        pytest.skip("no committed embedded-model code-debugging export")
+        pytest.skip(f"no committed embedded-model {experiment} export")
     doc = read_export(path, unsealed=True)
     if doc.get("sealed", True) is not False:
         pytest.skip("the committed export is sealed (covered by the re-analysis tests)")
     rep = doc["failure_report"]
-    assert rep["planned_trajectories"] == 192 == len(doc["plan"])
+    assert rep["experiment"] == experiment
+    assert rep["planned_trajectories"] == planned == len(doc["plan"])
     assert rep["completed"] + rep["protocol_failures"]["total"] == rep["planned_trajectories"]
     assert len(doc["events"]) == rep["completed"]
-    raw = _unzip(path)
-    hidden = {k: [[repr(t.args), repr(t.expected)] for t in v]
-              for k, v in replaylens.tools.build_suite(cd_exp.SEED).hidden.items()}
+    return doc, _unzip(path)
+
+
+def test_committed_embedded_debugging_export_is_consistent_and_keeps_the_hidden_tests_out() -> None:
+    doc, raw = _committed_unsealed(cd_exp.EMBEDDED_EXPORT, "code-debugging", 192)
+    hidden = replaylens.tools.build_suite(cd_exp.SEED).sealed_doc()
     assert sha256(canonical(hidden)) == doc["manifest"]["hidden_tests_sha256"]  # the export's own hidden tests
     for cases in hidden.values():
         assert canonical(cases) not in raw
         assert all(canonical(c) not in raw for c in cases)
     by = {(r.row, r.column): r for r in cd_exp.code_debugging_embedded()}
-    assert by[("completed trajectories", "count")].ours == rep["completed"]
+    assert by[("completed trajectories", "count")].ours == doc["failure_report"]["completed"]
 
 
 def test_committed_embedded_planning_export_is_consistent_and_keeps_the_final_test_out(public_data_dir: Path) -> None:
-    path = plan_exp.EMBEDDED_EXPORT
-    if not path.is_file():
-        pytest.skip("no committed embedded-model sequential-planning export")
-    doc = read_export(path, unsealed=True)
-    if doc.get("sealed", True) is not False:
-        pytest.skip("the committed export is sealed (covered by the re-analysis tests)")
+    doc, raw = _committed_unsealed(plan_exp.EMBEDDED_EXPORT, "sequential-planning", 384)
     rep = doc["failure_report"]
-    assert rep["experiment"] == "sequential-planning"
-    assert rep["planned_trajectories"] == 384 == len(doc["plan"])
-    assert rep["completed"] + rep["protocol_failures"]["total"] == rep["planned_trajectories"]
-    assert len(doc["events"]) == rep["completed"]
-    raw = _unzip(path)
-    psuite = build_planning_suite(plan_exp.SEED, data_dir=public_data_dir)
-    pools = {k: {"X": [[repr(float(v)) for v in row] for row in X], "y": [int(v) for v in y]}
-             for k, (X, y) in psuite.hidden.items()}
+    pools = build_planning_suite(plan_exp.SEED, data_dir=public_data_dir).sealed_doc()
     assert sha256(canonical(pools)) == doc["manifest"]["final_test_sha256"]  # the export's own final-test pools
     for pool in pools.values():
         assert canonical(pool["X"]) not in raw

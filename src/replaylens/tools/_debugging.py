@@ -180,6 +180,10 @@ class Suite:
     tasks: tuple[DebugTask, ...]
     hidden: dict[str, tuple[TestCase, ...]] = field(repr=False)
 
+    def sealed_doc(self) -> dict[str, list[list[str]]]:
+        """The hidden tests as the run's sealed ``hidden_tests.json`` holds them (task -> [[args, expected]])."""
+        return {k: [[repr(t.args), repr(t.expected)] for t in v] for k, v in self.hidden.items()}
+
 
 def _run_many(jobs: Sequence[tuple[str, str, Sequence[TestCase]]], limits: SandboxLimits | None) -> list[RunResult]:
     with ThreadPoolExecutor(max_workers=4) as ex:
@@ -347,8 +351,7 @@ class DebugRun(SealedRunDirectory):
     # -- manifest
     def freeze_manifest(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
-        hidden_doc = {k: [[repr(t.args), repr(t.expected)] for t in v] for k, v in self.suite.hidden.items()}
-        hidden_bytes = canonical(hidden_doc)
+        hidden_bytes = canonical(self.suite.sealed_doc())
         (self.root / "hidden_tests.json").write_bytes(hidden_bytes)
         manifest = {
             "experiment": "code-debugging", "protocol_version": 1,

@@ -123,6 +123,11 @@ class PlanningSuite:
                 return t
         raise ConfigError(f"unknown task {task_id!r}")
 
+    def sealed_doc(self) -> dict[str, dict[str, list[Any]]]:
+        """The final-test pools as the run's sealed ``final_test.json`` holds them (task -> {"X", "y"})."""
+        return {k: {"X": [[repr(float(v)) for v in row] for row in X], "y": [int(v) for v in y]}
+                for k, (X, y) in self.hidden.items()}
+
 
 def _preprocess(X: np.ndarray, centre: np.ndarray, scale: np.ndarray, clip: bool) -> np.ndarray:
     Z = (X - centre[..., None, :]) / scale[..., None, :]
@@ -466,8 +471,7 @@ class PlanningRun(SealedRunDirectory):
 
     def freeze_manifest(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
-        hidden = canonical({k: {"X": [[repr(float(v)) for v in row] for row in X], "y": [int(v) for v in y]}
-                            for k, (X, y) in self.suite.hidden.items()})
+        hidden = canonical(self.suite.sealed_doc())
         (self.root / "final_test.json").write_bytes(hidden)
         manifest = {
             "experiment": "sequential-planning", "protocol_version": 1,
