@@ -28,3 +28,17 @@ def public_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pytest.skip("wine-red is not cached and the package registry is unreachable")
         fetch(name, data_dir=d)
     return d
+
+
+def require(feature: str, reason: str) -> None:
+    """Skip the calling test because ``feature`` is missing, unless ``$REPLAYLENS_REQUIRE`` names it.
+
+    ``.ci/run`` installs every optional part the suite exercises (browser, sandbox, local, ray) and
+    sets ``REPLAYLENS_REQUIRE`` to those names, so in CI a missing part fails instead of skipping.
+    """
+    import os
+
+    wanted = {f.strip() for f in os.environ.get("REPLAYLENS_REQUIRE", "").split(",") if f.strip()}
+    if feature in wanted:
+        pytest.fail(f"{reason} (REPLAYLENS_REQUIRE names {feature!r}, so this may not skip)")
+    pytest.skip(reason)

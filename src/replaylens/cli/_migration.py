@@ -1,0 +1,149 @@
+"""``replaylens check-migration`` and ``memory-audit``: memory migrations at state and decision level."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._app import cli, resolve_model, user_errors
+
+
+@cli.command("check-migration")
+@click.option("--memory", "memory_spec", required=True,
+              help="Built-in memory (fifo, event-time, reservoir, binned-mean, no-memory) or module:factory "
+                   "returning an object with ingest(event), export() and retrieve(query, k).")
+@click.option("--events", "events_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Event file (JSONL, CSV or Parquet): stream, block, event_time, event_id, action, utility, "
+                   "descriptors.")
+@click.option("--ops", default="reorder,merge,reindex,relabel", show_default=True,
+              help="Migration operations to check.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("-k", "k", default=8, show_default=True, type=click.IntRange(min=1), help="Retrieved slots.")
+@click.option("--policy", default="none", show_default=True,
+              help="Also audit decisions: 'mean' (scripted Mean rule on the retrieved text, no model), or a model "
+                   "reading the retrieved text: scripted/mean, local/embedded, local/PATH.gguf, openai/NAME.")
+@click.option("--base-url", default=None, help="For --policy openai/...: the endpoint's base URL.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="For --policy openai/...: environment variable holding the key ('' for none).")
+@click.option("--env-file", default=".env", show_default=True)
+@click.option("--run-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Journal of the policy's calls (resumes when rerun); required for local/ and openai/ policies.")
+@click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Fresh calls per block and condition for a model policy (>= 2: repeat-corrected disagreement).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@user_errors
+def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int, k: int, policy: str,
+                        base_url: str | None, api_key_env: str, env_file: str, run_dir: Path | None, repeats: int,
+                        threads: int | None, as_json: bool) -> None:
+    """Which migrations (reorder, merge, reindex, relabel) change a memory pipeline's stored or retrieved state,
+    and (with a model --policy) its decisions?"""
+    from ..errors import ConfigError
+    from ..memory import (
+        audit_migration_decisions,
+        check_migration,
+        memory_backend,
+        read_events,
+        retrieved_mean_policy,
+    )
+    from ..memory._load import load_memory_factory
+
+    factory = load_memory_factory(memory_spec)
+    blocks = read_events(events_path)
+    op_list = [o.strip() for o in ops.split(",") if o.strip()]
+    model = "/" in policy
+    if not model and policy not in ("none", "mean"):
+        raise ConfigError(f"--policy must be none, mean, scripted/mean, local/embedded, local/PATH.gguf or "
+                          f"openai/NAME; got {policy!r}")
+    reports = check_migration(factory, blocks, ops=op_list, seed=seed, k=k,
+                              policy=retrieved_mean_policy if policy == "mean" else None)
+    decisions: dict[str, Any] = {}
+    gate = None
+    if model:
+        spec = resolve_model(policy)
+        if run_dir is None and not spec.startswith("scripted/"):
+            raise ConfigError(f"--policy {policy} needs --run-dir DIR (every model call is journaled there, so an "
+                              "interrupted check resumes without re-asking)")
+        backend = memory_backend(spec, base_url=base_url, api_key_env=api_key_env or None, env_file=env_file,
+                                 threads=threads)
+        dreps, gate = audit_migration_decisions(factory, blocks, backend, ops=op_list, seed=seed, k=k,
+                                                repeats=repeats, run_dir=run_dir)
+        decisions = {d.op: d for d in dreps}
+    if as_json:
+        out = []
+        for r in reports:
+            row = r.to_dict()
+            if r.op in decisions:
+                row["decision_audit"] = decisions[r.op].to_dict()
+            out.append(row)
+        click.echo(json.dumps(out, indent=2))
+    else:
+        for r in reports:
+            click.echo(r.verdict())
+            if r.op in decisions:
+                click.echo(f"  {decisions[r.op].summary()}")
+            if r.changed:
+                click.echo("  example diff (aligned vs migrated retrieved text):")
+                for line in r.changed[0].diff.splitlines()[:8]:
+                    click.echo(f"    {line}")
+        if gate is not None:
+            click.echo(f"policy calls: {gate.summary()}; run directory {run_dir}")
+    if gate is not None and not gate.ok:
+        sys.exit(1)
+
+
+@cli.command("memory-audit")
+@click.option("--model", required=True, help="scripted/mean, local/embedded, local/PATH.gguf or openai/NAME.")
+@click.option("--base-url", default=None, help="For openai/...: the endpoint's base URL.")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (RUN/development, RUN/dev_selection_freeze.json, RUN/test); rerun to resume.")
+@click.option("--export", "export_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="After both gates pass, write the compact export (gzip JSON) here.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
+@click.option("--env-file", default=".env", show_default=True)
+@click.option("--concurrency", default=None, type=click.IntRange(min=1),
+              help="Concurrent requests (default 1 for local models, 16 otherwise).")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
+@user_errors
+def memory_audit_cmd(model: str, base_url: str | None, run_dir: Path, export_path: Path | None, api_key_env: str,
+                     env_file: str, concurrency: int | None, threads: int | None) -> None:
+    """Finite-memory repair selection (paper §4.5, C1) with MODEL: 704 development requests, the frozen
+    selection, then 768 test requests on 48 new streams (four block items per request).
+
+    An interrupted run resumes where it stopped (rerun the same command); a finished run is re-analysed
+    with zero model calls.  Needs the public data (replaylens data fetch --all).
+    """
+    from ..experiments.memory import export_memory_run, run_memory_audit
+    from ..llm import AcquireSettings
+    from ..memory import memory_backend
+
+    spec = resolve_model(model)
+    local = spec.startswith("local/")
+    backend = memory_backend(spec, base_url=base_url, api_key_env=api_key_env or None, env_file=env_file,
+                             threads=threads, n_ctx=2048 if local else 4096)
+    acq = AcquireSettings(concurrency=concurrency or (1 if local else 16))
+    a = run_memory_audit(backend, run_dir, acquire=acq)
+    if a.dev_report is not None:
+        click.echo(f"development: {a.dev_report.summary() if not isinstance(a.dev_report, dict) else a.dev_report}")
+    if a.development is None:
+        click.echo(f"development not complete; rerun to resume ({run_dir / 'development'})", err=True)
+        sys.exit(1)
+    for mem, row in a.development.items():
+        click.echo(f"  {mem:12s} " + "  ".join(f"{c}={v:.3f}" for c, v in row.items()))
+    click.echo(f"selection {a.selection} frozen in {run_dir / 'dev_selection_freeze.json'} "
+               f"(sha256 {(a.selection_sha256 or '')[:16]})")
+    if a.test_report is not None:
+        click.echo(f"test: {a.test_report.summary() if not isinstance(a.test_report, dict) else a.test_report}")
+    if a.test is None or a.contrasts is None:
+        click.echo(f"test not complete; rerun to resume ({run_dir / 'test'})", err=True)
+        sys.exit(1)
+    for arm, cols in a.test.items():
+        click.echo(f"  {arm:10s} " + "  ".join(f"{c}={float(v.mean()):.3f}" for c, v in cols.items()))
+    for comp, (est, lo, hi) in a.contrasts.items():
+        click.echo(f"  audit − {comp}: {est:.3f} ×10⁻³ [{lo:.3f}, {hi:.3f}] (97.5%)")
+    if export_path is not None:
+        click.echo(f"export written to {export_memory_run(run_dir, export_path)}")
