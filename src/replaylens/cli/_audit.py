@@ -49,7 +49,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                            plan=plan.to_dict(), seeds={"root": seed, "slot_draws": [d.to_dict() for d in plan.draws],
                                                        "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
                            packages=package_versions())
-    write_results(result, manifest, out)
+    write_results(result, manifest, out, history=history, futures=futures)
     _print_summary(result, out, quiet)
     return result
 
@@ -77,7 +77,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     for v in result.verdicts():
         click.echo(v)
     if not quiet:
-        click.echo(f"wrote {out}/report.md, summary.json, decisions.parquet, manifest.json, forest.png")
+        click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 
 
 _audit_options = [

@@ -1,6 +1,8 @@
-"""Audit orchestration, run manifests, reports (markdown + forest plot) and result loading."""
+"""Audit orchestration, run manifests, reports (markdown, forest plot, self-contained HTML) and result loading."""
 
 from ._audit import AuditResult, CellSummary, audit, summarize
+from ._explain import changed_examples, consequences
+from ._html import render_report
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 
@@ -11,6 +13,8 @@ __all__ = [
     "InputFile",
     "RunManifest",
     "audit",
+    "changed_examples",
+    "consequences",
     "file_sha256",
     "forest_plot",
     "git_revision",
@@ -18,6 +22,7 @@ __all__ = [
     "package_versions",
     "read_decisions",
     "render_markdown",
+    "render_report",
     "summarize",
     "write_results",
 ]

@@ -1,4 +1,5 @@
-"""Writing and reading audit results: decisions.parquet, summary.json, manifest.json, report.md, forest.png."""
+"""Writing and reading audit results: decisions.parquet, summary.json, manifest.json, report.md, report.html,
+forest.png."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..records import FutureTasks, History
 from ._audit import AuditResult
+from ._html import render_report
 from ._manifest import RunManifest
 
 __all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
@@ -117,8 +120,16 @@ class AuditFiles:
     decisions: Any  # pandas.DataFrame
 
 
-def write_results(result: AuditResult, manifest: RunManifest, out: str | os.PathLike[str]) -> Path:
-    """Write every artifact into a temporary directory, then move them into ``out`` (no partial results)."""
+def write_results(result: AuditResult, manifest: RunManifest, out: str | os.PathLike[str], *,
+                  history: History | None = None, futures: FutureTasks | None = None,
+                  agents: list[dict[str, Any]] | None = None,
+                  agent_comparisons: list[dict[str, Any]] | None = None) -> Path:
+    """Write every artifact into a temporary directory, then move them into ``out`` (no partial results).
+
+    ``history``/``futures`` (the audit's inputs) let report.html show concrete changed decisions with
+    the records before and after the intervention; ``agents``/``agent_comparisons`` add the
+    multi-agent section (see :func:`~replaylens.report.render_report`).
+    """
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     summary = result.summary()
@@ -130,7 +141,10 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
         forest_plot(summary, tmp / "forest.png")
         (tmp / "report.md").write_text(render_markdown(summary, man))
-        for name in ("decisions.parquet", "summary.json", "forest.png", "report.md", "manifest.json"):
+        (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
+                                                       futures=futures, agents=agents,
+                                                       agent_comparisons=agent_comparisons), encoding="utf-8")
+        for name in ("decisions.parquet", "summary.json", "forest.png", "report.md", "report.html", "manifest.json"):
             os.replace(tmp / name, root / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

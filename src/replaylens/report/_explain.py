@@ -1,0 +1,164 @@
+"""Why did a decision change?  Utility consequences per cell and concrete changed decisions with the
+history the agent saw before and after the intervention, recomputed from the plan.
+
+Each summary row compares an intervened replay with the aligned one:
+
+* a history cell with baseline ``same`` (value, pair, key_slot, mask, reorder): cell q at ρ = id
+  against aligned at id;
+* consistent renaming (baseline ``identity``): cell q at each ρ ≠ id against aligned at id;
+* the rekey row: aligned at each ρ ≠ id against aligned at id.
+
+The transformed history of one (stream, cell, map, draw) is the paper's cell functional applied
+record by record (:func:`~replaylens.interventions.cell_record`) with the draw's slot permutations,
+exactly what the per-record reference replay feeds the writer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..interventions import cell_record
+from ..maps import stream_perm
+from ..records import FutureTasks, History, block_name
+from ..replay import Decisions, prepare_streams
+
+__all__ = ["Comparison", "changed_examples", "comparisons", "consequences"]
+
+ROLES = ("value", "pair", "time", "reorder")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Which decisions of a summary row are compared: cell ``c`` at maps ``maps`` vs aligned at id."""
+
+    row: str
+    c: int
+    maps: tuple[int, ...]
+
+
+def comparisons(d: Decisions) -> Iterator[Comparison]:
+    """The comparison behind every summary row, in summary order (see :func:`~replaylens.report.summarize`)."""
+    plan = d.plan
+    multi = len(plan.maps) > 1
+    others = tuple(range(1, len(plan.maps)))
+    for c, cell in enumerate(plan.cells):
+        if c == 0 or (cell.baseline == "identity" and not multi):
+            continue
+        yield Comparison(cell.name, c, others if cell.baseline == "identity" else (0,))
+    if multi:
+        yield Comparison("rekey", 0, others)
+
+
+def _pairs(d: Decisions, cmp: Comparison) -> tuple[np.ndarray, np.ndarray]:
+    """(intervened, aligned-at-id) actions, shape (len(maps), draws, repeats, tasks)."""
+    sel = np.asarray(cmp.maps)
+    after = d.actions[cmp.c][sel]
+    before = np.broadcast_to(d.actions[0, 0][None], after.shape)
+    return after, before
+
+
+def consequences(d: Decisions) -> dict[str, dict[str, Any]]:
+    """Per row: how many decisions changed and, among them, the shares with lower / equal / higher utility."""
+    out: dict[str, dict[str, Any]] = {}
+    rows = np.arange(d.n_tasks)
+    for cmp in comparisons(d):
+        after, before = _pairs(d, cmp)
+        changed = after != before
+        u_after = d.utility[rows, after][changed]
+        u_before = d.utility[rows, before][changed]
+        n = int(changed.sum())
+        diff = u_after - u_before
+        harm, gain = int((diff < -1e-12).sum()), int((diff > 1e-12).sum())
+        tie = n - harm - gain
+        out[cmp.row] = {"n_decisions": int(changed.size), "n_changed": n, "harm": harm, "tie": tie, "gain": gain,
+                        **{f"{k}_share": (v / n if n else float("nan"))
+                           for k, v in (("harm", harm), ("tie", tie), ("gain", gain))}}
+    return out
+
+
+def _fmt_outcome(u: float) -> str:
+    return "masked" if math.isnan(u) else f"{u:.3g}"
+
+
+def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, per_row: int = 3,
+                     max_records: int = 24) -> dict[str, list[dict[str, Any]]]:
+    """Per row up to ``per_row`` changed decisions (distinct streams first), each with the records the
+    decision saw before (aligned, original history) and after the intervention (only changed records,
+    at most ``max_records``; ``hidden`` counts the rest)."""
+    plan = d.plan
+    labels = plan.labels
+    out: dict[str, list[dict[str, Any]]] = {}
+    prepared: dict[str, Any] = {}
+    offsets = np.r_[0, np.cumsum(np.bincount(d.stream_idx, minlength=len(plan.streams)))]
+    for cmp in comparisons(d):
+        after, before = _pairs(d, cmp)
+        hits = np.argwhere(after != before)  # (map_sel, draw, repeat, task)
+        seen: list[int] = []
+        chosen = []
+        for h in hits:  # prefer distinct streams
+            s = int(d.stream_idx[h[3]])
+            if s not in seen:
+                seen.append(s)
+                chosen.append(h)
+            if len(chosen) == per_row:
+                break
+        examples = []
+        for ms, dr, rep, i in chosen:
+            m = cmp.maps[int(ms)]
+            stream = plan.streams[int(d.stream_idx[i])]
+            if stream not in prepared:
+                prepared[stream] = prepare_streams(replace(plan, streams=(stream,)), history, futures)[stream]
+            sd = prepared[stream]
+            j = int(i - offsets[d.stream_idx[i]])
+            examples.append(_example(plan, sd, cmp.c, m, int(dr), j, max_records) | {
+                "repeat": int(rep), "before_action": labels[int(before[ms, dr, rep, i])],
+                "after_action": labels[int(after[ms, dr, rep, i])],
+                "before_utility": float(d.utility[i, before[ms, dr, rep, i]]),
+                "after_utility": float(d.utility[i, after[ms, dr, rep, i]]),
+                "oracle": labels[int(d.oracle[i])]})
+        out[cmp.row] = examples
+    return out
+
+
+def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: int) -> dict[str, Any]:
+    cell, rho = plan.cells[c], plan.maps[m]
+    perms = {role: stream_perm(plan.draws[dr], role, sd.name, sd.block_local) for role in ROLES}
+    n = int(sd.prefix[j])
+    h = sd.history
+    fam, ctx, tasks = h.family[sd.rows], h.context[sd.rows], h.task[sd.rows]
+    records: list[dict[str, Any]] = []
+    n_changed = 0
+    for t in range(n):
+        key, u, x = cell_record(cell, sd.codes, sd.outcomes, t, rho.array, perms)
+        k0, u0 = int(sd.codes[t]), float(sd.outcomes[t])
+        same_u = (math.isnan(u) and math.isnan(u0)) or u == u0
+        if key == k0 and same_u and x == t:
+            continue
+        n_changed += 1
+        if len(records) >= max_records:
+            continue
+        src = []
+        for what, role in (("key", cell.key_from), ("outcome", cell.outcome_from), ("task", cell.task_from)):
+            pos = t if role == "id" else int(perms[role][t])
+            if pos != t:
+                src.append(f"{what} from slot {int(sd.slots[pos])}")
+        if cell.history_map and not rho.is_identity and rho.array[k0] != k0:
+            src.append(f"key relabelled by ρ = {rho.name}")
+        if cell.mask:
+            src.append("outcome hidden")
+        records.append({"slot": int(sd.slots[t]), "block": block_name(str(fam[t]), str(ctx[t])),
+                        "task_before": str(tasks[t]), "task_after": str(tasks[x]),
+                        "key_before": plan.labels[k0], "key_after": plan.labels[key],
+                        "outcome_before": _fmt_outcome(u0), "outcome_after": _fmt_outcome(u),
+                        "key_changed": key != k0, "outcome_changed": not same_u, "source": "; ".join(src)})
+    f = sd.futures[j]
+    menu = [plan.labels[int(a)] for a in sd.menus[j] if a >= 0]
+    shown = [plan.labels[int(rho.array[plan.labels.index(a)])] for a in menu] if cell.menu_map else menu
+    return {"stream": sd.name, "task": f.task, "stratum": block_name(*f.stratum), "map": rho.name, "draw": dr,
+            "menu": menu, "menu_shown": shown, "visible_records": n, "changed_records": n_changed,
+            "records": records, "hidden": n_changed - len(records)}

@@ -1,0 +1,150 @@
+"""The self-contained HTML report: a Jinja2 template, matplotlib figures as inline SVG, no network.
+
+Everything the page shows comes from ``summary.json``, ``manifest.json`` and the explanations of
+:mod:`._explain`; the page has no script, no external stylesheet, font or image.  Colours are the
+Okabe–Ito palette (colour-blind safe); the heatmap uses the perceptually uniform ``cividis`` map.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from typing import Any
+
+import jinja2
+
+__all__ = ["OKABE_ITO", "forest_svg", "heatmap_svg", "render_report", "render_template"]
+
+#: Okabe–Ito colour-blind-safe palette
+OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
+             "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000"}
+
+
+def _svg(fig: Any) -> str:
+    """A matplotlib figure as an inline ``<svg>`` element (no XML prolog, fixed ids, no date)."""
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    with plt.rc_context({"svg.hashsalt": "replaylens", "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    # inline SVG in HTML needs no namespace declarations; they and the RDF metadata are URLs we do not ship
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    text = re.sub(r' xmlns(:\w+)?="[^"]*"', "", text)
+    return text.replace("<svg", '<svg role="img"', 1)
+
+
+def _finite(*xs: Any) -> bool:
+    return all(x is not None and not (isinstance(x, float) and math.isnan(x)) for x in xs)
+
+
+def forest_svg(rows: list[dict[str, Any]], level: float) -> str:
+    """Forest plot (action response, ΔU, ΔO per row with intervals) as an SVG string."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("action", "action response", OKABE_ITO["blue"]), ("delta_utility", "ΔU", OKABE_ITO["vermillion"]),
+              ("delta_oracle", "ΔO", OKABE_ITO["green"]))
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 0.42 * len(rows) + 1.3), sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    for ax, (key, title, colour) in zip(axes, panels, strict=True):
+        for y, r in zip(ys, rows, strict=True):
+            lo, hi = r[f"{key}_ci"]
+            if _finite(lo, hi):
+                ax.plot([lo, hi], [y, y], color=OKABE_ITO["black"], lw=1.8)
+            ax.plot([r[key]], [y], "o", color=colour, ms=6)
+        ax.axvline(0.0, color="0.55", lw=1, ls="--")
+        ax.set_title(f"{title} ({100 * level:g}% CI)", fontsize=10)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([r["cell"] for r in rows])
+        ax.grid(axis="x", color="0.9")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def heatmap_svg(rows: list[dict[str, Any]], maps: list[str]) -> str:
+    """Map × cell heatmap of the action response (blank where a row is not read out at that map)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.full((len(rows), len(maps)), np.nan)
+    for i, r in enumerate(rows):
+        for j, m in enumerate(maps):
+            v = r["by_map"]["action"].get(m)
+            if _finite(v):
+                grid[i, j] = v
+    fig, ax = plt.subplots(figsize=(min(1.0 + 0.55 * len(maps), 10), 0.4 * len(rows) + 1.4))
+    top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap="cividis", vmin=0.0, vmax=max(top, 1e-9), aspect="auto")
+    ax.set_xticks(range(len(maps)))
+    ax.set_xticklabels(maps, rotation=45, ha="right")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r["cell"] for r in rows])
+    ax.set_xlabel("label map ρ")
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            if np.isfinite(grid[i, j]):
+                ax.text(j, i, f"{100 * grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[i, j] < 0.5 * top else "black")
+    fig.colorbar(im, ax=ax, label="action response", fraction=0.04)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _fmt_ci(ci: Any, pct: bool = False) -> str:
+    if not ci or not _finite(*ci):
+        return "n/a"
+    if pct:
+        return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.1f}%" if _finite(x) else "n/a"
+
+
+def _num(x: Any) -> str:
+    return f"{x:+.4f}" if _finite(x) else "n/a"
+
+
+def _p(p: Any) -> str:
+    if not _finite(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("replaylens.report", "templates"),
+                          autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True)
+_ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p)
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render one of the report templates (``report.html.j2``, ``compare.html.j2``)."""
+    return _ENV.get_template(name).render(css=_ENV.get_template("style.css").render(), **context)
+
+
+def render_report(summary: dict[str, Any], manifest: dict[str, Any] | None, decisions: Any, *, history: Any = None,
+                  futures: Any = None, agents: list[dict[str, Any]] | None = None,
+                  agent_comparisons: list[dict[str, Any]] | None = None) -> str:
+    """The report.html text of one audit (``decisions``: its :class:`~replaylens.replay.Decisions`).
+
+    With ``history`` and ``futures`` the page shows concrete changed decisions with the records before
+    and after the intervention; ``agents`` / ``agent_comparisons`` add the multi-agent section.
+    """
+    from ._explain import changed_examples, consequences
+
+    rows = summary["rows"]
+    examples = changed_examples(decisions, history, futures) if history is not None and futures is not None else None
+    return render_template("report.html.j2", s=summary, manifest=manifest, consequences=consequences(decisions),
+                           examples=examples, forest=forest_svg(rows, summary["level"]) if rows else "",
+                           heatmap=heatmap_svg(rows, summary["maps"]) if rows else "", agents=agents or [],
+                           agent_comparisons=agent_comparisons or [])
