@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from . import _audit, _check, _data, _llm, _migration, _reproduce, _tools, _validate  # noqa: F401  (register)
+from . import (  # noqa: F401  (importing a command module registers its commands)
+    _audit,
+    _check,
+    _compare,
+    _data,
+    _llm,
+    _migration,
+    _reproduce,
+    _tools,
+    _validate,
+    _view,
+)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,6 +1,7 @@
 """Audit orchestration, run manifests, reports (markdown, forest plot, self-contained HTML) and result loading."""
 
 from ._audit import AuditResult, CellSummary, audit, summarize
+from ._compare import check_comparable, compare_audits, compare_summaries, plan_digest, render_comparison
 from ._explain import changed_examples, consequences
 from ._html import render_report
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
@@ -13,6 +14,9 @@ __all__ = [
     "InputFile",
     "RunManifest",
     "audit",
+    "check_comparable",
+    "compare_audits",
+    "compare_summaries",
     "changed_examples",
     "consequences",
     "file_sha256",
@@ -20,7 +24,9 @@ __all__ = [
     "git_revision",
     "load_results",
     "package_versions",
+    "plan_digest",
     "read_decisions",
+    "render_comparison",
     "render_markdown",
     "render_report",
     "summarize",

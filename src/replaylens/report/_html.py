@@ -107,6 +107,14 @@ def _fmt_ci(ci: Any, pct: bool = False) -> str:
     return f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
 
 
+def _pp(x: Any) -> str:
+    return f"{100 * x:+.1f}pp" if _finite(x) else "n/a"
+
+
+def _pp_ci(ci: Any) -> str:
+    return f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci and _finite(*ci) else "n/a"
+
+
 def _pct(x: Any) -> str:
     return f"{100 * x:.1f}%" if _finite(x) else "n/a"
 
@@ -124,7 +132,7 @@ def _p(p: Any) -> str:
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("replaylens.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p)
+_ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p, pp=_pp, pp_ci=_pp_ci)
 
 
 def render_template(name: str, **context: Any) -> str:

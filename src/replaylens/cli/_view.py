@@ -1,0 +1,74 @@
+"""``replaylens view OUT``: print, open or serve an audit's (or a comparison's) report.html."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+import webbrowser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._app import cli, user_errors
+
+
+def report_path(out: Path) -> Path:
+    """OUT/report.html (or OUT itself when it is an .html file); a one-line error when there is none."""
+    from ..errors import InputError
+
+    p = out if out.suffix == ".html" else out / "report.html"
+    if not p.is_file():
+        raise InputError(str(p), None, None, "no report here (run `replaylens audit --out DIR` or `replaylens demo` "
+                                             "first, or give the .html file of a comparison)")
+    return p.resolve()
+
+
+def has_display() -> bool:
+    """Whether a browser window can be shown (always on macOS/Windows; X11 or Wayland elsewhere)."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@cli.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--serve", is_flag=True, help="Serve OUT's directory read-only on 127.0.0.1 (stop with Ctrl-C).")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Port for --serve (0: any free port).")
+@click.option("--timeout", "max_seconds", default=None, type=click.FloatRange(min=0.1),
+              help="With --serve: stop serving after this many seconds (default: until Ctrl-C).")
+@click.option("--no-browser", is_flag=True, help="Do not open a browser, only print the path (or URL).")
+@user_errors
+def view(out: Path, serve: bool, port: int, max_seconds: float | None, no_browser: bool) -> None:
+    """Show the report of an audit directory OUT (or a comparison page OUT.html): print its path, open it in a
+    browser when a display exists, or serve it on 127.0.0.1 with --serve."""
+    page = report_path(out)
+    if not serve:
+        click.echo(str(page))
+        if not no_browser and has_display():
+            webbrowser.open(page.as_uri())
+        return
+    handler = functools.partial(_Quiet, directory=str(page.parent))
+    with ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/{page.name}"
+        click.echo(url)
+        click.echo("serving (read-only, this machine only); Ctrl-C stops", err=True)
+        sys.stdout.flush()
+        if not no_browser and has_display():
+            webbrowser.open(url)
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        httpd.timeout = 0.2
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                httpd.handle_request()
+        except KeyboardInterrupt:
+            click.echo("stopped", err=True)
