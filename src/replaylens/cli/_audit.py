@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from ._app import F, cli, model_progress, parse_params, resolve_model, user_erro
 
 def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
-               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool) -> Any:
+               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
+               prepared: Any = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -24,7 +26,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
     from ..report._audit import AuditResult, summarize
 
-    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
+                                                                  draws=draws, repeats=repeats, seed=seed)
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
@@ -34,9 +37,10 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=str(out / "journal"),
-                     journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)},
-                     progress=progress)
+        run = prepared.run if prepared is not None else functools.partial(replay, history, futures, evaluator,
+                                                                          plan=plan)
+        dec = run(agent, path=path, journal=str(out / "journal"),
+                  journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
     files = []
@@ -113,8 +117,10 @@ def _with_audit_options(fn: F) -> F:
               help="Future task file.")
 @click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Counterfactual utility table (the evaluator).")
-@click.option("--agent", "agent_spec", required=True,
-              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory.")
+@click.option("--agent", "agent_specs", required=True, multiple=True,
+              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory. "
+                   "Repeat it to audit several agents on one prepared plan (OUT/<agent>/ each, one OUT/report.html "
+                   "comparing them).")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
 @click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
@@ -133,7 +139,8 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
 @_with_audit_options
 @user_errors
-def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
+def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
+          agent_param: tuple[str, ...],
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
           concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
           offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
@@ -148,6 +155,9 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
     from ..records import check_inputs, read_evaluator, read_futures, read_history
 
     params = parse_params(agent_param)
+    agent_spec = agent_specs[0]
+    if len(agent_specs) > 1 and "llm" in agent_specs:
+        raise ConfigError("--agent llm audits one model per run; compare two model runs with `replaylens compare`")
     if agent_spec == "llm":
         if model is None:
             raise ConfigError("--agent llm needs --model (openai/NAME, scripted/RULE, local/PATH.gguf or "
@@ -168,6 +178,14 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
             "agent": agent_spec, "agent_params": params, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+    if len(agent_specs) > 1:  # several agents, one prepared plan
+        from ._agents_audit import run_agents
+
+        run_agents(_run_audit, agent_specs, params, history=history, futures=futures, evaluator=evaluator,
+                   inputs=[("history", str(history_path)), ("futures", str(future_path)),
+                           ("utilities", str(util_path))], arguments=args, cells=cells, maps=maps, seed=seed,
+                   draws=draws, repeats=repeats, resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+        return
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
