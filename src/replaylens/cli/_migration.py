@@ -36,10 +36,12 @@ from ._app import cli, resolve_model, user_errors
               help="Fresh calls per block and condition for a model policy (>= 2: repeat-corrected disagreement).")
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Also write OUT/report.html (self-contained, offline), migration.json and manifest.json.")
 @user_errors
 def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int, k: int, policy: str,
                         base_url: str | None, api_key_env: str, env_file: str, run_dir: Path | None, repeats: int,
-                        threads: int | None, as_json: bool) -> None:
+                        threads: int | None, as_json: bool, out_dir: Path | None) -> None:
     """Which migrations (reorder, merge, reindex, relabel) change a memory pipeline's stored or retrieved state,
     and (with a model --policy) its decisions?"""
     from ..errors import ConfigError
@@ -92,6 +94,16 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
                     click.echo(f"    {line}")
         if gate is not None:
             click.echo(f"policy calls: {gate.summary()}; run directory {run_dir}")
+    if out_dir is not None:
+        from ..report import write_migration_report
+
+        rows = [r.to_dict() | ({"decision_audit": decisions[r.op].to_dict()} if r.op in decisions else {})
+                for r in reports]
+        write_migration_report(out_dir, rows, memory=memory_spec, events=events_path, seed=seed, k=k, policy=policy,
+                               arguments={"memory": memory_spec, "events": str(events_path), "ops": ops, "seed": seed,
+                                          "k": k, "policy": policy, "repeats": repeats})
+        if not as_json:
+            click.echo(f"wrote {out_dir}/report.html, migration.json, manifest.json")
     if gate is not None and not gate.ok:
         sys.exit(1)
 

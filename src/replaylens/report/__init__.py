@@ -5,6 +5,7 @@ from ._compare import check_comparable, compare_audits, compare_summaries, plan_
 from ._explain import changed_examples, consequences
 from ._html import render_report
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
+from ._migration import write_migration_report
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 
 __all__ = [
@@ -30,5 +31,6 @@ __all__ = [
     "render_markdown",
     "render_report",
     "summarize",
+    "write_migration_report",
     "write_results",
 ]
