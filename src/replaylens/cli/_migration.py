@@ -95,13 +95,15 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
         if gate is not None:
             click.echo(f"policy calls: {gate.summary()}; run directory {run_dir}")
     if out_dir is not None:
+        from .. import __version__
         from ..report import write_migration_report
 
         rows = [r.to_dict() | ({"decision_audit": decisions[r.op].to_dict()} if r.op in decisions else {})
                 for r in reports]
+        args = {"memory": memory_spec, "events": str(events_path), "ops": ops, "seed": seed, "k": k, "policy": policy,
+                "repeats": repeats}
         write_migration_report(out_dir, rows, memory=memory_spec, events=events_path, seed=seed, k=k, policy=policy,
-                               arguments={"memory": memory_spec, "events": str(events_path), "ops": ops, "seed": seed,
-                                          "k": k, "policy": policy, "repeats": repeats})
+                               tool_version=__version__, arguments=args)
         if not as_json:
             click.echo(f"wrote {out_dir}/report.html, migration.json, manifest.json")
     if gate is not None and not gate.ok:

@@ -18,13 +18,11 @@ __all__ = ["write_migration_report"]
 
 def write_migration_report(out: str | os.PathLike[str], reports: list[dict[str, Any]], *, memory: str,
                            events: str | os.PathLike[str], arguments: dict[str, Any], seed: int, k: int,
-                           policy: str) -> Path:
+                           policy: str, tool_version: str) -> Path:
     """Write report.html, migration.json and manifest.json into ``out`` (all or nothing)."""
-    from .. import __version__
-
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    man = RunManifest(tool_version=__version__, git_revision=git_revision(), command="check-migration",
+    man = RunManifest(tool_version=tool_version, git_revision=git_revision(), command="check-migration",
                       arguments=arguments, inputs=[InputFile(role="events", path=str(events),
                                                              sha256=file_sha256(Path(events)))],
                       agent={"memory": memory, "policy": policy}, plan={"ops": [r["op"] for r in reports], "k": k},
