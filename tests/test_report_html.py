@@ -140,3 +140,16 @@ def pd_index(sel):  # type: ignore[no-untyped-def]
     import pandas as pd
 
     return pd.MultiIndex.from_arrays([sel.stream, sel.task, sel.repeat])
+
+
+def test_examples_say_what_moved_where() -> None:
+    sub = make_bandit(n_streams=3, n_future=4)
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("latest"), cells="pair,reorder,value",
+                 maps="id")
+    ex = changed_examples(dec, sub.history, sub.futures)
+    srcs = {row: {x["source"].split(" from slot")[0] for e in items for x in e["records"]} for row, items in ex.items()}
+    assert srcs["pair"] == {"pair (key, outcome)"}
+    assert srcs["reorder"] == {"whole event (task, key, outcome)"}
+    for e in ex["pair"]:  # a moved pair keeps its key with its outcome: the multiset of pairs is unchanged
+        before = sorted((x["key_before"], x["outcome_before"]) for x in e["records"])
+        assert before == sorted((x["key_after"], x["outcome_after"]) for x in e["records"]) or e["hidden"]

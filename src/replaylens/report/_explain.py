@@ -143,10 +143,15 @@ def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: i
         if len(records) >= max_records:
             continue
         src = []
-        for what, role in (("key", cell.key_from), ("outcome", cell.outcome_from), ("task", cell.task_from)):
-            pos = t if role == "id" else int(perms[role][t])
-            if pos != t:
-                src.append(f"{what} from slot {int(sd.slots[pos])}")
+        pos = {what: t if role == "id" else int(perms[role][t])
+               for what, role in (("key", cell.key_from), ("outcome", cell.outcome_from), ("task", cell.task_from))}
+        if pos["key"] == pos["outcome"] == pos["task"] != t:  # a whole event moved here
+            src.append(f"whole event (task, key, outcome) from slot {int(sd.slots[pos['key']])}")
+            pos = {}
+        elif pos["key"] == pos["outcome"] != t:  # an intact (key, outcome) pair moved here
+            src.append(f"pair (key, outcome) from slot {int(sd.slots[pos['key']])}")
+            del pos["key"], pos["outcome"]
+        src += [f"{what} from slot {int(sd.slots[p])}" for what, p in pos.items() if p != t]
         if cell.history_map and not rho.is_identity and rho.array[k0] != k0:
             src.append(f"key relabelled by ρ = {rho.name}")
         if cell.mask:
