@@ -15,6 +15,7 @@ _LABEL = re.compile(r"tab:[A-Za-z0-9_-]+")
 _COMPARED = ("match", "differs", "self-check", "self-check failed")
 _KIND_TEXT = {"covered": "covered under another label", "hosted": "needs a hosted model",
               "no numbers": "has no numbers", "not reproduced": "**not reproduced**"}
+_SUMMARY = {"covered": "covered under another label", "hosted": "need a hosted model", "no numbers": "have no numbers"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def paper_table_lines(body: list[str]) -> list[str]:
     _, anchors = _rows_by_label(body)
     statuses = paper_table_status(body)
     n = Counter(t.status for t in statuses)
-    summary = ", ".join(f"{v} {_KIND_TEXT.get(k, k).strip('*')}" for k, v in sorted(n.items(), key=lambda x: -x[1]))
+    summary = ", ".join(f"{v} {_SUMMARY.get(k, k)}" for k, v in sorted(n.items(), key=lambda x: -x[1]))
     lines = ["## Paper tables", "",
              f"Every `tab:` label of the paper ({len(statuses)}): {summary}.", "",
              "| label | status | where / why |", "|---|---|---|"]
