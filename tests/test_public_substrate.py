@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import replaylens as rl
-from _registry import registry_unreachable
-from replaylens.data import DataError, fetch, load, verified_path
+from replaylens.data import DataError, load
 from replaylens.errors import ConfigError
 from replaylens.records import check_inputs
 from replaylens.rng import derive_rng
@@ -30,19 +28,9 @@ SEED = 20260901
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An isolated directory with both verified copies (copied from the user cache when present, else fetched)."""
-    d = tmp_path_factory.mktemp("public-data")
-    for name in ("breast-cancer", "wine-red"):
-        try:
-            shutil.copyfile(verified_path(name), d / f"{name}.csv")
-            continue
-        except DataError:
-            pass
-        if name == "wine-red" and (why := registry_unreachable()):
-            pytest.skip(f"wine-red is not cached and cannot be fetched: {why}")
-        fetch(name, data_dir=d)
-    return d
+def data_dir(public_data_dir: Path) -> Path:
+    """The session's directory with both verified copies (tests/conftest.py fetches them)."""
+    return public_data_dir
 
 
 @pytest.fixture(scope="module")

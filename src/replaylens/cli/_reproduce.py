@@ -44,12 +44,14 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
         chosen = list(dict.fromkeys(get_reproduction(n).name for n in names))
     else:
         raise ConfigError("give a reproduction NAME, --all or --list")
-    n_diff = 0
+    from collections import Counter
+
+    n_status: Counter[str] = Counter()
     collected: list[dict[str, Any]] = []
     for nm in chosen:
         rows = get_reproduction(nm).run()
         for row in rows:
-            n_diff += row.status == "differs"
+            n_status[row.status] += 1
             collected.append({"reproduction": nm, **row.to_dict()})
             if as_json:
                 click.echo(json.dumps(collected[-1]))
@@ -67,7 +69,9 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
         markdown.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(markdown, (text + "\n").encode("utf-8"))
     if not as_json:
-        click.echo(f"{n_diff} comparison(s) differ from the paper" if n_diff else "all comparisons match or are n/a")
+        from ..reproduce import STATUSES
+
+        click.echo(", ".join(f"{n_status[s]} {s}" for s in STATUSES))
 
 
 def _print_rows(name: str, rows: list[Any]) -> None:
@@ -81,8 +85,9 @@ def _print_rows(name: str, rows: list[Any]) -> None:
     def f(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
+    colours = {"match": "green", "self-check": "cyan", "differs": "red", "self-check failed": "red"}
     for r in rows:
-        style = {"match": "green", "differs": "red"}.get(r.status, "yellow")
+        style = colours.get(r.status, "yellow")
         t.add_row(r.table, r.row, r.column, f(r.paper), f(r.ours), f(r.tolerance), f"[{style}]{r.status}[/]")
     Console().print(t)
     notes = sorted({r.note for r in rows if r.note})

@@ -665,16 +665,17 @@ def joint_renaming() -> list[Comparison]:
                  ("Assignment (00–10)", "00", "10", 1.0), ("Assignment (11–01)", "11", "01", 1.0))
         for label, c, e, paper in pairs:
             rows.append(compare("joint four-cell control (Full form)", label, _NS_LABEL[ns], paper,
-                                float(ch.t_gr("full", c, "full", e)[:, k].mean()), 0.0, EXACT_NOTE))
+                                float(ch.t_gr("full", c, "full", e)[:, k].mean()), 0.0, EXACT_NOTE, self_check=True))
         rows.append(compare("joint four-cell control (Full form)", "Assignment minus renaming", _NS_LABEL[ns], 1.0,
-                            float(con[:, k].mean()), 0.0, EXACT_NOTE))
+                            float(con[:, k].mean()), 0.0, EXACT_NOTE, self_check=True))
     est, lo, hi = ch.bootstrap(con.mean(axis=1), "renaming")
     for col, v in (("pooled estimate", est), ("95% lower", lo), ("95% upper", hi)):
         rows.append(compare("joint four-cell control (Full form)", "Assignment minus renaming", col, 1.0, v, 0.0,
-                            f"{EXACT_NOTE}; 10,000 stratified resamples (16 streams per involution stratum)"))
+                            f"{EXACT_NOTE}; 10,000 stratified resamples (16 streams per involution stratum)",
+                            self_check=True))
     for cell in CELLS:
         rows.append(compare("joint four-cell control (Full form)", f"within-cell disagreement {cell}", "pooled", 0.0,
-                            float(ch.within("full", cell).mean()), 0.0, EXACT_NOTE))
+                            float(ch.within("full", cell).mean()), 0.0, EXACT_NOTE, self_check=True))
     for label, paper in (("Assignment minus renaming (Astra, G4 pooled)", 1.000),
                          ("Consistent renaming (Astra, G4 pooled)", 0.000)):
         rows.append(compare("tab:global-renaming (hosted model)", label, "pooled", paper, None, None,
@@ -702,13 +703,13 @@ def joint_main_effects() -> list[Comparison]:
     for form in ("full", "value", "pair", "key_slot"):
         for cell in CELLS:
             rows.append(compare("joint structural (scripted Mean)", f"{_FORM_LABEL[form]} within-cell {cell}",
-                                "pooled", 0.0, float(ch.within(form, cell).mean()), 0.0, EXACT_NOTE))
+                                "pooled", 0.0, float(ch.within(form, cell).mean()), 0.0, EXACT_NOTE, self_check=True))
         rows.append(compare("joint structural (scripted Mean)", f"{_FORM_LABEL[form]} hist. rekey", "pooled", 1.0,
-                            float(ch.t_gr(form, "10", form, "00").mean()), 0.0, EXACT_NOTE))
+                            float(ch.t_gr(form, "10", form, "00").mean()), 0.0, EXACT_NOTE, self_check=True))
         rows.append(compare("joint structural (scripted Mean)", f"{_FORM_LABEL[form]} hist.+menu", "pooled", 0.0,
-                            float(ch.t_gr(form, "11", form, "00").mean()), 0.0, EXACT_NOTE))
+                            float(ch.t_gr(form, "11", form, "00").mean()), 0.0, EXACT_NOTE, self_check=True))
     rows.append(compare("joint structural (scripted Mean)", "Pair vs Full", "pooled", 0.0,
-                        float(ch.t_gr("pair", "00", "full", "00").mean()), 0.0, EXACT_NOTE))
+                        float(ch.t_gr("pair", "00", "full", "00").mean()), 0.0, EXACT_NOTE, self_check=True))
     rows.append(compare("joint structural (scripted Mean)", "Pair vs Value (direct)", "pooled", None,
                         float(ch.t_gr("pair", "00", "value", "00").mean()), None, "ours only (value–pair panel)"))
     for form in FORMS:
@@ -734,7 +735,7 @@ def joint_main_effects() -> list[Comparison]:
                                         f"{_NS_LABEL[ns]}: {_COL[col]} {side}", exact, v,
                                         None if exact is None else 0.0,
                                         _BOOT_NOTE if exact is None else f"{EXACT_NOTE} (degenerate interval); "
-                                        f"{_BOOT_NOTE}"))
+                                        f"{_BOOT_NOTE}", self_check=exact is not None))
     return rows
 
 
@@ -750,7 +751,7 @@ def joint_reference_agreement() -> list[Comparison]:
                 ours = float(ch.agreement(rule, form)[:, k].mean())
                 if rule == "mean":
                     rows.append(compare("tab:joint-main-reference", _RULE_LABEL[rule], f"{_NS_LABEL[ns]}: {label}",
-                                        paper[2 * k + j], ours, 0.0, EXACT_NOTE))
+                                        paper[2 * k + j], ours, 0.0, EXACT_NOTE, self_check=True))
                 else:
                     rows.append(compare("tab:joint-main-reference", _RULE_LABEL[rule], f"{_NS_LABEL[ns]}: {label}",
                                         paper[2 * k + j], ours, None, SCRIPTED_NOTE))
@@ -760,7 +761,7 @@ def joint_reference_agreement() -> list[Comparison]:
                 continue
             a = ch.agreement("mean", form, cell)
             rows.append(compare("joint Mean agreement (all cells)", _FORM_LABEL[form], cell, 1.0, float(a.mean()), 0.0,
-                                EXACT_NOTE))
+                                EXACT_NOTE, self_check=True))
     est, lo, hi = ch.bootstrap(ch.agreement("sum", "full").mean(axis=1), "agreement-sum-full")
     for col, v in (("estimate", est), ("95% lower", lo), ("95% upper", hi)):
         rows.append(compare("joint Sum agreement (Full, pooled, stratified bootstrap)", "Sum", col, None, v, None,
@@ -789,7 +790,7 @@ def _subgroup_agreement_rows(ch: JointChallenge) -> list[Comparison]:
                                         f"{_NS_LABEL[ns]}: {_FORM_LABEL[form]}", exact, float(pooled[k]),
                                         None if exact is None else 0.0,
                                         (f"{EXACT_NOTE}; " if exact is not None else "ours only (no paper value); ")
-                                        + f"{nb} eligible blocks in {ns_} streams"))
+                                        + f"{nb} eligible blocks in {ns_} streams", self_check=exact is not None))
     return rows
 
 
@@ -815,9 +816,11 @@ def joint_state_off() -> list[Comparison]:
         u, o = off.utility(form, cell)
         u0, o0 = off.utility("full", "00")
         rows.append(compare("joint empty-ledger comparator", label, "A (T_gr vs Full 00)", 0.0, float(a.mean()), 0.0,
-                            note))
-        rows.append(compare("joint empty-ledger comparator", label, "ΔU", 0.0, float((u - u0).mean()), 0.0, note))
-        rows.append(compare("joint empty-ledger comparator", label, "ΔO", 0.0, float((o - o0).mean()), 0.0, note))
+                            note, self_check=True))
+        rows.append(compare("joint empty-ledger comparator", label, "ΔU", 0.0, float((u - u0).mean()), 0.0, note,
+                            self_check=True))
+        rows.append(compare("joint empty-ledger comparator", label, "ΔO", 0.0, float((o - o0).mean()), 0.0, note,
+                            self_check=True))
         if label in paper_a:
             rows.append(compare("tab:llm-state-off (hosted model)", label, "A", paper_a[label], None, None,
                                 "paper's hosted-model value, shown for reference"))
@@ -980,7 +983,8 @@ def joint_feasibility() -> list[Comparison]:
         for g, _, _ in GROUPS:
             rows.append(compare("joint subgroup rows present", g, _FORM_LABEL[form], float(g in present),
                                 float(ch.eligible(g, form).any()), 0.0,
-                                "structural: Full has all groups by construction; masked only count–latest"))
+                                "structural: Full has all groups by construction; masked only count–latest",
+                                self_check=True))
     for form, absent in (("value", {"g05"}), ("pair", set()), ("key_slot", {"g05"})):
         for g, _, _ in GROUPS:
             rows.append(compare("joint subgroup rows present", g, _FORM_LABEL[form], float(g not in absent),

@@ -2,7 +2,14 @@
 
 A reproduction is a function returning :class:`Comparison` rows; ``replaylens reproduce NAME``
 prints them side by side and ``--json`` prints one object per row with the keys table, row,
-column, paper, ours, tolerance, status (match / differs / n/a) and note.
+column, paper, ours, tolerance, status and note.  Statuses (:data:`STATUSES`):
+
+* ``match`` / ``differs``: the paper printed this number for this system; ours is / is not within the
+  tolerance the policy (``_policy.py``) allows;
+* ``self-check`` / ``self-check failed``: the expected value is a structural property of our own agent
+  (e.g. the scripted Mean agent agreeing with the Mean rule), not a number the paper printed for the
+  system it ran; it holds / does not hold exactly;
+* ``n/a``: one side is missing (e.g. a hosted-model value shown for reference).
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from dataclasses import asdict, dataclass
 
 from ..errors import ConfigError
 
-__all__ = ["REPRODUCTIONS", "Comparison", "Reproduction", "compare", "get_reproduction", "register_reproduction"]
+__all__ = ["REPRODUCTIONS", "STATUSES", "Comparison", "Reproduction", "compare", "get_reproduction",
+           "register_reproduction"]
+
+STATUSES = ("match", "differs", "self-check", "self-check failed", "n/a")
 
 
 @dataclass(frozen=True)
@@ -34,13 +44,25 @@ class Comparison:
 
 
 def compare(table: str, row: str, column: str, paper: float | None, ours: float | None,
-            tolerance: float | None = 0.0, note: str = "") -> Comparison:
+            tolerance: float | None = 0.0, note: str = "", *, self_check: bool = False) -> Comparison:
     """Build a row; status is ``match`` when |ours − paper| ≤ tolerance, ``differs`` otherwise,
-    ``n/a`` when either side is missing (e.g. the paper's hosted-model value shown for reference)."""
+    ``n/a`` when either side is missing (e.g. the paper's hosted-model value shown for reference).
+
+    ``self_check``: ``paper`` is a structural expectation of our own agent, not a value the paper printed
+    for the system it ran; the row is compared exactly (tolerance 0) and its status is ``self-check`` or
+    ``self-check failed``."""
+    if self_check:
+        if paper is None or ours is None:
+            raise ConfigError(f"self-check row {table}/{row}/{column} needs both the expectation and ours")
+        tolerance = 0.0
     if paper is None or ours is None or tolerance is None or (isinstance(ours, float) and math.isnan(ours)):
         status = "n/a"
     else:
-        status = "match" if abs(float(ours) - float(paper)) <= float(tolerance) + 1e-12 else "differs"
+        ok = abs(float(ours) - float(paper)) <= float(tolerance) + 1e-12
+        if self_check:
+            status = "self-check" if ok else "self-check failed"
+        else:
+            status = "match" if ok else "differs"
     return Comparison(table, row, column, None if paper is None else float(paper),
                       None if ours is None else float(ours), tolerance, status, note)
 
@@ -51,8 +73,14 @@ class Reproduction:
 
     name: str
     title: str
-    run: Callable[[], list[Comparison]]
+    compute: Callable[[], list[Comparison]]
     issue: str = ""
+
+    def run(self) -> list[Comparison]:
+        """The reproduction's rows under the declared tolerance policy and sign rule (``_policy.py``)."""
+        from ._policy import apply_policy
+
+        return apply_policy(self.compute())
 
 
 REPRODUCTIONS: dict[str, Reproduction] = {}

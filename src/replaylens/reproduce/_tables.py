@@ -1,0 +1,91 @@
+"""The generated list of every paper table (``tab:`` label) with its reproduction status."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ._paper_tables import PAPER_TABLES, UNREPRODUCED
+
+__all__ = ["TableStatus", "paper_table_lines", "paper_table_status"]
+
+_LABEL = re.compile(r"tab:[A-Za-z0-9_-]+")
+_COMPARED = ("match", "differs", "self-check", "self-check failed")
+_KIND_TEXT = {"covered": "covered under another label", "hosted": "needs a hosted model",
+              "no numbers": "has no numbers", "not reproduced": "**not reproduced**"}
+_SUMMARY = {"covered": "covered under another label", "hosted": "need a hosted model", "no numbers": "have no numbers"}
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """One paper table: ``reproduced`` (sections with compared rows), or its declared disposition."""
+
+    label: str
+    status: str  # reproduced / covered / hosted / no numbers / not reproduced / unaccounted
+    sections: dict[str, Counter[str]]  # section name -> rows per status for this label
+    detail: str
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a markdown heading (lower case; punctuation dropped; spaces to hyphens)."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def _rows_by_label(body: Iterable[str]) -> tuple[dict[str, dict[str, Counter[str]]], dict[str, str]]:
+    """label -> section -> status counts, from rendered section lines; and each section's anchor."""
+    by: dict[str, dict[str, Counter[str]]] = {}
+    anchors: dict[str, str] = {}
+    section = ""
+    for line in body:
+        if line.startswith("## `"):
+            section = line[4:].split("`", 1)[0]
+            anchors[section] = _anchor(line[3:])
+        elif line.startswith("| ") and not line.startswith("| table |") and section:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            m = _LABEL.match(cells[0])
+            if m:
+                status = cells[-1].strip("*")
+                by.setdefault(m.group(0), {}).setdefault(section, Counter())[status] += 1
+    return by, anchors
+
+
+def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
+    """The status of every ``tab:`` label of the paper, in the paper's order."""
+    by, _ = _rows_by_label(body)
+    out = []
+    for label in PAPER_TABLES:
+        sections = by.get(label, {})
+        if any(c[s] for c in sections.values() for s in _COMPARED):
+            out.append(TableStatus(label, "reproduced", sections, ""))
+        elif label in UNREPRODUCED:
+            kind, detail = UNREPRODUCED[label]
+            out.append(TableStatus(label, kind, sections, detail))
+        else:
+            out.append(TableStatus(label, "unaccounted", sections, "paper values shown, nothing compared"
+                                   if sections else "no reproduction and no declared disposition"))
+    return out
+
+
+def paper_table_lines(body: list[str]) -> list[str]:
+    """The "Paper tables" section of docs/reproduction.md."""
+    _, anchors = _rows_by_label(body)
+    statuses = paper_table_status(body)
+    n = Counter(t.status for t in statuses)
+    summary = ", ".join(f"{v} {_SUMMARY.get(k, k)}" for k, v in sorted(n.items(), key=lambda x: -x[1]))
+    lines = ["## Paper tables", "",
+             f"Every `tab:` label of the paper ({len(statuses)}): {summary}.", "",
+             "| label | status | where / why |", "|---|---|---|"]
+    for t in statuses:
+        links = []
+        for sec, c in t.sections.items():
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
+            links.append(f"[`{sec}`](#{anchors.get(sec, sec)}) ({counts})")
+        where = "; ".join(links)
+        if t.status == "reproduced":
+            lines.append(f"| {t.label} | reproduced | {where} |")
+        else:
+            extra = f" Rows shown: {where}." if where else ""
+            lines.append(f"| {t.label} | {_KIND_TEXT.get(t.status, '**' + t.status + '**')} | {t.detail}.{extra} |")
+    return [*lines, ""]
