@@ -101,7 +101,7 @@ class TokenCounter:
 
 def max_answer(request: Request) -> str:
     """The longest schema-valid answer of a request (each item's longest menu token): the output bound."""
-    return canonical_json({item_key(i): max(d.tokens, key=len) if d.tokens else ""
+    return canonical_json({item_key(i): max(d.enum, key=len) if d.enum else ""
                            for i, d in enumerate(request.decoders)})
 
 

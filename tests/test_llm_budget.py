@@ -1,0 +1,147 @@
+"""Issue 18 points 1–2: the no-call estimate and run budgets (--max-requests / --max-cost) of model audits."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from replaylens.cli._main import cli
+from replaylens.llm import FakeOpenAIServer
+from replaylens.llm._budget import Budget, Pricing, TokenCounter, estimate_requests
+from replaylens.records import write_evaluator, write_futures, write_history
+from replaylens.substrates import make_bandit
+
+DESIGN = ["--cells", "value,rename", "--maps", "1032", "--resamples", "200", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    d = tmp_path_factory.mktemp("inputs")
+    sub = make_bandit(n_streams=2, n_future=2)
+    return ["--history", str(write_history(sub.history, d / "h.jsonl")),
+            "--future", str(write_futures(sub.futures, d / "f.jsonl")),
+            "--utilities", str(write_evaluator(sub.evaluator, d / "u.jsonl"))]
+
+
+def _audit(inputs: list[str], out: Path, *extra: str) -> tuple[int, str]:
+    res = CliRunner().invoke(cli, ["audit", *inputs, "--agent", "llm", "--out", str(out), *DESIGN, *extra])
+    return res.exit_code, res.output + (res.stderr if res.stderr_bytes is not None else "")
+
+
+def _number(text: str, label: str) -> int:
+    m = re.search(rf"{label}:\s+([\d,]+)", text)
+    assert m is not None, text
+    return int(m.group(1).replace(",", ""))
+
+
+def test_estimate_makes_no_request_and_counts_what_the_run_asks(inputs: list[str], tmp_path: Path) -> None:
+    with FakeOpenAIServer() as srv:
+        model = ["--model", "openai/fake-model", "--base-url", srv.url, "--api-key-env", "", "--concurrency", "1"]
+        code, out = _audit(inputs, tmp_path / "est", *model, "--estimate", "--price-in", "2", "--price-out", "8")
+        assert code == 0, out
+        assert srv.hits == 0                            # no request at all, not even the preflight probe
+        assert not (tmp_path / "est").exists()          # and nothing written
+        n_req, t_in, t_out = (_number(out, k) for k in ("model requests", "input tokens", "output tokens"))
+        assert "ceil(characters / 4)" in out            # the approximation is declared
+        cost = float(re.search(r"cost: ([\d.]+) USD", out).group(1))  # type: ignore[union-attr]
+        assert cost == pytest.approx((t_in * 2 + t_out * 8) / 1e6, abs=1e-4)
+        code, out = _audit(inputs, tmp_path / "run", *model)
+        assert code == 0, out
+        assert srv.n_requests == n_req                  # the estimate counted exactly the requests made
+
+
+def test_estimate_uses_the_embedded_tokenizer(inputs: list[str]) -> None:
+    from replaylens.llm import embedded_model_path, llama_available
+
+    path = embedded_model_path() if llama_available() else None
+    if path is None:
+        from conftest import require
+
+        require("local", "the embedded model (local extra) is not installed")
+        return
+    counter = TokenCounter(path)
+    assert counter.exact and "own tokenizer" in counter.method
+    text = "=== Item 1 ===\n01 | A | 0.5312\n" * 10
+    assert counter.count(text) != TokenCounter().count(text)
+
+
+def test_estimate_totals_are_sums_of_request_counts() -> None:
+    from replaylens.llm import ItemDecoder, make_request
+
+    reqs = [make_request("x" * 40 * (k + 1), [ItemDecoder(("A", "BB"), {"A": "a", "BB": "b"})],
+                         settings_digest="s", repeat=k) for k in range(3)]
+    est = estimate_requests(reqs, counter=TokenCounter(), pricing=Pricing(1.0, 2.0))
+    assert est["requests"] == 3
+    assert est["input_tokens"] == 10 + 20 + 30
+    assert est["output_tokens"] == 3 * 4                 # '{"item_00":"BB"}' = 16 chars → 4
+    assert est["cost_usd"] == pytest.approx((60 * 1 + 12 * 2) / 1e6)
+
+
+def test_budget_stop_is_partial_and_resumes_to_the_unbudgeted_result(inputs: list[str], tmp_path: Path) -> None:
+    model = ["--model", "scripted/mean"]
+    code, out = _audit(inputs, tmp_path / "full", *model)
+    assert code == 0, out
+    full = json.loads((tmp_path / "full" / "summary.json").read_text())
+    n_total = full["llm_usage"]["total"]["requests"]
+    assert full["partial"] is False and full["llm_usage"]["incomplete_cells"] == []
+    assert set(full["llm_usage"]["cells"]) == {"aligned", "value", "rename"}
+    assert all(c["input_tokens"] > 0 and c["decided"] == c["planned_requests"]
+               for c in full["llm_usage"]["cells"].values())
+
+    code, out = _audit(inputs, tmp_path / "b", *model, "--max-requests", "10")
+    assert code == 1, out
+    assert "PARTIAL" in out and "--max-requests 10 reached" in out
+    part = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert part["partial"] is True and part["llm_usage"]["total"]["attempts"] == 10
+    assert part["llm_usage"]["incomplete_cells"]
+    assert "PARTIAL RUN" in (tmp_path / "b" / "report.md").read_text()
+    assert not (tmp_path / "b" / "decisions.parquet").exists()        # never a half-written result
+
+    code, out = _audit(inputs, tmp_path / "b", *model, "--max-requests", "30")
+    assert code == 1                                                  # resumes, stops again at the new budget
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["llm_usage"]["total"]["attempts"] == 30
+
+    code, out = _audit(inputs, tmp_path / "b", *model, "--max-requests", str(10 * n_total))
+    assert code == 0, out
+    done = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert done["partial"] is False
+    assert done["llm_usage"]["total"]["attempts"] == n_total          # nothing asked twice
+    assert done["rows"] == full["rows"] and done["verdicts"] == full["verdicts"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "b" / "decisions.parquet"),
+                                  pd.read_parquet(tmp_path / "full" / "decisions.parquet"))
+
+
+def test_max_cost_stops_when_the_spend_reaches_it(inputs: list[str], tmp_path: Path) -> None:
+    code, out = _audit(inputs, tmp_path / "c", "--model", "scripted/mean", "--concurrency", "1",
+                       "--max-cost", "0.01", "--price-in", "100", "--price-out", "100")
+    assert code == 1, out
+    use = json.loads((tmp_path / "c" / "summary.json").read_text())["llm_usage"]
+    spent = use["total"]["cost_usd"]
+    per_request = spent / use["total"]["attempts"]
+    assert 0.01 <= spent < 0.01 + 2 * per_request
+    assert "--max-cost 0.01 USD reached" in out
+
+
+def test_max_cost_needs_prices(inputs: list[str], tmp_path: Path) -> None:
+    code, out = _audit(inputs, tmp_path / "c", "--model", "scripted/mean", "--max-cost", "1")
+    assert code == 2 and "--price-in" in out
+    with pytest.raises(Exception, match="needs prices"):
+        Budget(max_cost=1.0)
+
+
+def test_cost_options_need_an_llm_agent(inputs: list[str], tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["audit", *inputs, "--agent", "mean", "--out", str(tmp_path / "m"), *DESIGN,
+                                   "--estimate"])
+    assert res.exit_code == 2 and "--agent llm" in res.output
+
+
+def test_pricing_file(inputs: list[str], tmp_path: Path) -> None:
+    pf = tmp_path / "prices.json"
+    pf.write_text(json.dumps({"scripted/mean": {"input": 3, "output": 9}}))
+    code, out = _audit(inputs, tmp_path / "p", "--model", "scripted/mean", "--estimate", "--pricing", str(pf))
+    assert code == 0 and "at 3 in / 9 out USD" in out
