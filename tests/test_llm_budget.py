@@ -145,3 +145,34 @@ def test_pricing_file(inputs: list[str], tmp_path: Path) -> None:
     pf.write_text(json.dumps({"scripted/mean": {"input": 3, "output": 9}}))
     code, out = _audit(inputs, tmp_path / "p", "--model", "scripted/mean", "--estimate", "--pricing", str(pf))
     assert code == 0 and "at 3 in / 9 out USD" in out
+
+
+def test_joint_run_budget_resumes_to_the_unbudgeted_rows(tmp_path: Path) -> None:
+    import numpy as np
+
+    from replaylens.llm import AcquireSettings, BudgetExhausted, JointBlock, JointDesign, make_backend, run_joint
+
+    g = np.random.default_rng(5)
+    blocks = []
+    for s in range(2):
+        for fam in ("breast_cancer", "wine"):
+            acts = g.permutation(np.repeat(np.arange(4), 6))
+            ys = np.round(g.permutation([0.45, 0.55, 0.65, 0.75])[acts], 6)
+            blocks.append(JointBlock(f"s{s}", fam, "iid", tuple(int(a) for a in acts), tuple(float(y) for y in ys)))
+    design = JointDesign(tuple(blocks), namespaces=("AD",), forms=("full",))
+    acq = AcquireSettings(concurrency=4, retries=0)
+    with FakeOpenAIServer(response_formats=("json_object", "text")) as srv:   # json_schema refused: probed
+        be = make_backend("openai/fake-model", base_url=srv.url, api_key_env=None)
+        full = run_joint(design, be, tmp_path / "full", acquire=acq)
+        assert full.report.ok and be.settings.response_format == "json_object"
+        n = srv.n_requests
+        est = estimate_requests(design.requests(be.settings.digest()), counter=TokenCounter(), pricing=Pricing())
+        assert est["requests"] == n == design.n_requests
+        be2 = make_backend("openai/fake-model", base_url=srv.url, api_key_env=None)
+        with pytest.raises(BudgetExhausted, match="--max-requests 3 reached"):
+            run_joint(design, be2, tmp_path / "b", acquire=acq, spend=Budget(max_requests=3))
+        assert srv.n_requests == n + 3
+        be3 = make_backend("openai/fake-model", base_url=srv.url, api_key_env=None)
+        done = run_joint(design, be3, tmp_path / "b", acquire=acq, spend=Budget(max_requests=10 * n))
+        assert srv.n_requests == 2 * n                                       # the 3 journaled ones not re-asked
+        assert done.report.ok and sorted(map(str, done.results.rows)) == sorted(map(str, full.results.rows))

@@ -23,10 +23,10 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
 
     from .. import __version__
     from ..llm._types import BudgetExhausted
-    from ._llmcost import attach_usage, write_partial
     from ..replay import plan_replay, replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
     from ..report._audit import AuditResult, summarize
+    from ._llmcost import attach_usage, write_partial
 
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
     llm = _llm_of(agent, cost, model)
