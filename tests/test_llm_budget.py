@@ -176,3 +176,36 @@ def test_joint_run_budget_resumes_to_the_unbudgeted_rows(tmp_path: Path) -> None
         done = run_joint(design, be3, tmp_path / "b", acquire=acq, spend=Budget(max_requests=10 * n))
         assert srv.n_requests == 2 * n                                       # the 3 journaled ones not re-asked
         assert done.report.ok and sorted(map(str, done.results.rows)) == sorted(map(str, full.results.rows))
+
+
+def test_memory_budget_stops_and_resumes(public_data_dir: Path, tmp_path: Path) -> None:
+    from replaylens.llm import AcquireSettings, BudgetExhausted
+    from replaylens.memory import MemoryDesign, RetrievedMeanBackend, acquire_decisions, build_memory_blocks
+    from replaylens.memory._design import development_conditions
+
+    d = MemoryDesign("development", build_memory_blocks(2, seed=11, data_dir=public_data_dir),
+                     development_conditions(11), 11)
+    be = RetrievedMeanBackend(noise=0.2, seed=3)
+    reqs = d.requests(be.settings.digest())
+    man = {"experiment": "test", "seed": 11, "settings": be.settings.to_dict(), "design": d.to_dict()}
+    acq = AcquireSettings(concurrency=2, retries=0)
+    full = acquire_decisions(reqs, be, tmp_path / "full", man, acquire=acq)
+    with pytest.raises(BudgetExhausted, match="--max-requests 7 reached"):
+        acquire_decisions(reqs, be, tmp_path / "b", man, acquire=acq, spend=Budget(max_requests=7))
+    done = acquire_decisions(reqs, be, tmp_path / "b", man, acquire=acq, spend=Budget(max_requests=len(reqs)))
+    assert done.report.ok and done.report.n_attempts == len(reqs) and done.decisions == full.decisions
+
+
+def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLAYLENS_DATA_DIR", str(public_data_dir))
+    from replaylens.experiments.memory import development_design
+
+    with FakeOpenAIServer() as srv:
+        res = CliRunner().invoke(cli, ["memory-audit", "--model", "openai/fake-model", "--base-url", srv.url,
+                                       "--api-key-env", "", "--run-dir", str(tmp_path / "m"), "--estimate",
+                                       "--price-in", "1", "--price-out", "4"])
+        assert res.exit_code == 0, res.output
+        assert srv.hits == 0 and not (tmp_path / "m").exists()
+    assert _number(res.output, "model requests") == development_design().n_requests
+    assert "test phase (extrapolated" in res.output and "both phases:" in res.output

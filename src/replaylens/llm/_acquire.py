@@ -188,7 +188,7 @@ class Acquirer:
         todo = [r for r in requests if isinstance(self.store.next_step(r.request_id), Step)]
         self._progress = AcquireProgress(len(todo))
         if self.budget is not None:
-            self._used = self._spent()
+            self._used = self.budget.spent(self.store)
         if self.progress_callback is not None:
             self.progress_callback(self._progress)
         if todo and not offline:
@@ -262,22 +262,6 @@ class Acquirer:
                 self._used = (self._used[0], self._used[1] + self.budget.attempt_cost(attempt, chars))
             await commit.attempt(attempt)
             self._report(req.request_id, attempt)
-
-    def _spent(self) -> tuple[int, float]:
-        """(journaled attempts, their cost) over the whole run directory."""
-        assert self.budget is not None
-        n, cost = 0, 0.0
-        for rid, atts in self.store.attempts.items():
-            row = self.store.plan.get(rid)
-            chars = 0
-            if row is not None:
-                chars = len(self.store.prompt_text(row["prompt_sha256"]))
-                if row.get("system_sha256"):
-                    chars += len(self.store.prompt_text(row["system_sha256"]))
-            for a in atts:
-                n += 1
-                cost += self.budget.attempt_cost(a, chars)
-        return n, cost
 
     def _report(self, rid: str, attempt: dict[str, Any]) -> None:
         p = self._progress

@@ -33,7 +33,8 @@ from ._types import (
     TransportError,
 )
 
-__all__ = ["Backend", "OpenAIBackend", "ScriptedBackend", "format_messages", "make_backend", "scripted_tokens"]
+__all__ = ["Backend", "OpenAIBackend", "ScriptedBackend", "format_messages", "make_backend", "prepare_backend",
+           "scripted_tokens"]
 
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 
@@ -399,6 +400,14 @@ class OpenAIBackend(Backend):
             finish_reason=None if choice is None else choice.finish_reason, response_id=resp.id,
             refusal=None if msg is None else getattr(msg, "refusal", None),
             tool_calls=0 if msg is None or not msg.tool_calls else len(msg.tool_calls), notifications=notes)
+
+
+def prepare_backend(backend: Backend, run_dir: str | os.PathLike[str] | None, *, probe: bool = True) -> None:
+    """Fix what request ids depend on before the first request is built (an OpenAI-compatible back-end's
+    structured-output mode: forced, frozen in ``run_dir``, or probed); a no-op for other back-ends."""
+    resolve = getattr(backend, "resolve_format", None)
+    if resolve is not None:
+        resolve(run_dir, probe=probe)
 
 
 def _frozen_format(run_dir: str | os.PathLike[str] | None) -> str | None:

@@ -173,6 +173,26 @@ class Budget:
             return f"--max-cost {self.max_cost:g} USD reached ({cost:.6f} USD spent in this run directory)"
         return None
 
+    def spent(self, store: Any) -> tuple[int, float]:
+        """(journaled attempts, their cost) over a whole run directory (a :class:`RunStore`)."""
+        n, cost = 0, 0.0
+        for rid, atts in store.attempts.items():
+            row = store.plan.get(rid)
+            chars = 0
+            if row is not None:
+                chars = len(store.prompt_text(row["prompt_sha256"]))
+                if row.get("system_sha256"):
+                    chars += len(store.prompt_text(row["system_sha256"]))
+            for a in atts:
+                n += 1
+                cost += self.attempt_cost(a, chars)
+        return n, cost
+
+    def after(self, requests: int, cost: float) -> Budget:
+        """What is left of this budget once ``requests`` / ``cost`` were spent elsewhere (an earlier phase)."""
+        return Budget(None if self.max_requests is None else max(self.max_requests - requests, 0),
+                      None if self.max_cost is None else max(self.max_cost - cost, 0.0), self.pricing)
+
     def attempt_cost(self, attempt: Mapping[str, Any], prompt_chars: int) -> float:
         t_in, t_out, _ = attempt_tokens(attempt, prompt_chars)
         return self.pricing.cost(t_in, t_out) or 0.0
