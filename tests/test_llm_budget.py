@@ -55,7 +55,7 @@ def test_estimate_makes_no_request_and_counts_what_the_run_asks(inputs: list[str
         assert srv.n_requests == n_req                  # the estimate counted exactly the requests made
 
 
-def test_estimate_uses_the_embedded_tokenizer(inputs: list[str]) -> None:
+def test_estimate_uses_the_embedded_tokenizer(inputs: list[str], tmp_path: Path) -> None:
     from replaylens.llm import embedded_model_path, llama_available
 
     path = embedded_model_path() if llama_available() else None
@@ -68,6 +68,12 @@ def test_estimate_uses_the_embedded_tokenizer(inputs: list[str]) -> None:
     assert counter.exact and "own tokenizer" in counter.method
     text = "=== Item 1 ===\n01 | A | 0.5312\n" * 10
     assert counter.count(text) != TokenCounter().count(text)
+    res = CliRunner().invoke(cli, ["audit", *inputs, "--agent", "llm", "--model", "local/embedded", "--out",
+                                   str(tmp_path / "e"), *DESIGN, "--estimate"])
+    assert res.exit_code == 0, res.output
+    assert "own tokenizer" in res.output and "approximation" not in res.output
+    assert "llm(local/SmolLM2" in res.output and path not in res.output   # the model's name, never its path
+    assert not (tmp_path / "e").exists()
 
 
 def test_estimate_totals_are_sums_of_request_counts() -> None:
