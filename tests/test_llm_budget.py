@@ -215,3 +215,41 @@ def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path:
         assert srv.hits == 0 and not (tmp_path / "m").exists()
     assert _number(res.output, "model requests") == development_design().n_requests
     assert "test phase (extrapolated" in res.output and "both phases:" in res.output
+
+
+def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) -> None:
+    from _tools import LEDGER_ROW, small_debug_suite
+
+    from replaylens.llm import BudgetExhausted, ScriptedToolBackend, ToolTurnRequest
+    from replaylens.tools import DebugRun, LLMDebugger
+    from replaylens.tools._agents import read_jsonl
+
+    def policy(req: ToolTurnRequest) -> tuple[str, dict[str, object]]:
+        name = req.tool_choice if req.tool_choice != "required" else req.tools[0].name
+        user = next(m["content"] for m in req.messages if m["role"] == "user")
+        tested = [json.loads(c["function"]["arguments"])["candidate_id"] for m in req.messages
+                  if m["role"] == "assistant" and m.get("tool_calls") for c in m["tool_calls"]]
+        ids = LEDGER_ROW.findall(user)
+        return name, {"candidate_id": tested[0] if name == "submit_patch" else ids[len(tested) % len(ids)]}
+
+    suite = small_debug_suite()
+
+    def run_in(d: Path, spend: Budget | None) -> DebugRun:
+        run = DebugRun(d, suite, seed=3, agent=LLMDebugger(ScriptedToolBackend(policy), spend=spend))
+        run.freeze_manifest()
+        return run
+
+    full = run_in(tmp_path / "full", None)
+    assert full.acquire() == {"ok": 8}
+    n_turns = len(read_jsonl(tmp_path / "full" / "turns.jsonl"))
+    per = n_turns // 8
+    with pytest.raises(BudgetExhausted, match="--max-requests 10 reached"):
+        run_in(tmp_path / "b", Budget(max_requests=10)).acquire()
+    assert len(read_jsonl(tmp_path / "b" / "turns.jsonl")) == per * -(-10 // per)   # whole trajectories only
+    assert run_in(tmp_path / "b", Budget(max_requests=10 * n_turns)).acquire()["ok"] == 8 - -(-10 // per)
+    strip = ("attempt_id", "started_at", "ended_at", "latency_s", "turn_id", "turns")
+    a = sorted(json.dumps({k: v for k, v in r.items() if k not in strip}, sort_keys=True)
+               for r in read_jsonl(tmp_path / "b" / "attempts.jsonl"))
+    b = sorted(json.dumps({k: v for k, v in r.items() if k not in strip}, sort_keys=True)
+               for r in read_jsonl(tmp_path / "full" / "attempts.jsonl"))
+    assert a == b                                                     # the same trajectories as the full run

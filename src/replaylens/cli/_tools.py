@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._app import F, cli, resolve_model, user_errors
+from ._llmcost import BUDGET_EXIT, CostOptions
 
 # ------------------------------------------------------------------ tool agents with a model (issue 7)
 
@@ -44,6 +45,15 @@ def _tool_options(fn: F) -> F:
         click.option("--conditions", default="aligned,value,pair,rename", show_default=True),
         click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
                      help="Local greedy models: keep the exact repeat memo in this file, so a restarted run keeps it."),
+        click.option("--price-in", type=click.FloatRange(min=0), default=None,
+                     help="USD per million input tokens (for --max-cost)."),
+        click.option("--price-out", type=click.FloatRange(min=0), default=None,
+                     help="USD per million output tokens (for --max-cost)."),
+        click.option("--max-requests", type=click.IntRange(min=0), default=None,
+                     help="Stop cleanly (exit 1, resumable) once this many model turns are journaled; checked "
+                          "before each trajectory."),
+        click.option("--max-cost", type=click.FloatRange(min=0), default=None,
+                     help="Stop cleanly once the journaled turns cost this many USD (needs prices)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -57,6 +67,20 @@ def _tool_backend(model: str, base_url: str | None, api_key_env: str, env_file: 
     return make_tool_backend(resolve_model(model), base_url=base_url, api_key_env=api_key_env or None,
                              env_file=env_file, n_threads=threads, temperature=temperature, seed=seed,
                              memo_path=memo_path)
+
+
+def _acquire(run: Any, agent: Any, model: str, price_in: float | None, price_out: float | None,
+             max_requests: int | None, max_cost: float | None) -> Any:
+    """``run.acquire()`` under an optional budget; a budget stop prints PARTIAL and exits 1."""
+    from ..llm import BudgetExhausted
+
+    agent.spend = CostOptions(price_in=price_in, price_out=price_out, max_requests=max_requests,
+                              max_cost=max_cost).budget(model)
+    try:
+        return run.acquire()
+    except BudgetExhausted as exc:
+        click.echo(f"PARTIAL: {exc}", err=True)
+        sys.exit(BUDGET_EXIT)
 
 
 def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
@@ -86,8 +110,9 @@ def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
 @user_errors
 def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-               repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int,
-               data_dir: Path | None) -> None:
+               repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None,
+               price_in: float | None, price_out: float | None, max_requests: int | None, max_cost: float | None,
+               seed: int, data_dir: Path | None) -> None:
     """Sequential experiment planning (48 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import LLMPlanner, PlanningRun, build_planning_suite
 
@@ -98,7 +123,7 @@ def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str
     run = PlanningRun(run_dir, suite, seed=seed, repeats=repeats, planner=agent, tasks=tasks,
                       conditions=tuple(c for c in conditions.split(",") if c))
     run.freeze_manifest()
-    _tool_finish(run, run.acquire(), export_path)
+    _tool_finish(run, _acquire(run, agent, model, price_in, price_out, max_requests, max_cost), export_path)
 
 
 @tools.command("debug")
@@ -107,7 +132,9 @@ def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str
 @user_errors
 def tools_debug(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                 export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-                repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int) -> None:
+                repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None,
+                price_in: float | None, price_out: float | None, max_requests: int | None, max_cost: float | None,
+                seed: int) -> None:
     """Code debugging (24 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import DebugRun, LLMDebugger, build_suite
 
@@ -119,4 +146,4 @@ def tools_debug(model: str, run_dir: Path, base_url: str | None, api_key_env: st
     conds = set(c for c in conditions.split(",") if c)
     run.plan = [r for r in run.plan if r["task"] in keep and r["condition"] in conds]
     run.freeze_manifest()
-    _tool_finish(run, run.acquire(), export_path)
+    _tool_finish(run, _acquire(run, agent, model, price_in, price_out, max_requests, max_cost), export_path)
