@@ -219,7 +219,6 @@ def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path:
 
 def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) -> None:
     from _tools import LEDGER_ROW, small_debug_suite
-
     from replaylens.llm import BudgetExhausted, ScriptedToolBackend, ToolTurnRequest
     from replaylens.tools import DebugRun, LLMDebugger
     from replaylens.tools._agents import read_jsonl
