@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -218,19 +219,12 @@ def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path:
 
 
 def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) -> None:
-    from _tools import LEDGER_ROW, small_debug_suite
-    from replaylens.llm import BudgetExhausted, ScriptedToolBackend, ToolTurnRequest
+    from _tools import small_debug_suite
+    from replaylens.llm import BudgetExhausted, ScriptedToolBackend
     from replaylens.tools import DebugRun, LLMDebugger
     from replaylens.tools._agents import read_jsonl
 
-    def policy(req: ToolTurnRequest) -> tuple[str, dict[str, object]]:
-        name = req.tool_choice if req.tool_choice != "required" else req.tools[0].name
-        user = next(m["content"] for m in req.messages if m["role"] == "user")
-        tested = [json.loads(c["function"]["arguments"])["candidate_id"] for m in req.messages
-                  if m["role"] == "assistant" and m.get("tool_calls") for c in m["tool_calls"]]
-        ids = LEDGER_ROW.findall(user)
-        return name, {"candidate_id": tested[0] if name == "submit_patch" else ids[len(tested) % len(ids)]}
-
+    policy = _debug_policy
     suite = small_debug_suite()
 
     def run_in(d: Path, spend: Budget | None) -> DebugRun:
@@ -252,3 +246,50 @@ def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) 
     b = sorted(json.dumps({k: v for k, v in r.items() if k not in strip}, sort_keys=True)
                for r in read_jsonl(tmp_path / "full" / "attempts.jsonl"))
     assert a == b                                                     # the same trajectories as the full run
+
+
+def test_tools_estimate_makes_no_request_and_bounds_the_turns(tmp_path: Path) -> None:
+    from _tools import small_debug_suite
+    from replaylens.cli._tools import _estimate_tools
+    from replaylens.llm import ScriptedToolBackend
+    from replaylens.tools import DebugRun, LLMDebugger
+    from replaylens.tools._agents import read_jsonl
+
+    with FakeOpenAIServer() as srv:
+        res = CliRunner().invoke(cli, ["tools", "debug", "--model", "openai/fake-model", "--base-url", srv.url,
+                                       "--api-key-env", "", "--run-dir", str(tmp_path / "t"), "--estimate",
+                                       "--tasks", "1", "--price-in", "3"])
+        assert res.exit_code == 0, res.output
+        assert srv.hits == 0 and not (tmp_path / "t").exists()
+    assert "at least" in res.output and "not estimated" in res.output
+    # the printed bounds hold for a real (scripted) run of the same plan
+    calls: list[int] = []
+
+    def policy(req: Any) -> tuple[str, dict[str, Any]]:
+        calls.append(1)
+        return _debug_policy(req)
+
+    agent = LLMDebugger(ScriptedToolBackend(policy))
+    run = DebugRun(tmp_path / "r", small_debug_suite(), seed=3, agent=agent)
+    with CliRunner().isolation() as outs:
+        _estimate_tools(run, agent, "openai/fake-model", None, "t")
+        text = outs[0].getvalue().decode()
+    m = re.search(r"at most ([\d,]+) .*; ([\d,]+) when", text)
+    assert m is not None, text
+    hi, lo = (int(x.replace(",", "")) for x in m.groups())
+    run.freeze_manifest()
+    assert run.acquire() == {"ok": len(run.plan)}
+    n = len(read_jsonl(tmp_path / "r" / "turns.jsonl"))
+    assert n == lo < hi and len(calls) == n          # no correction needed: exactly the lower figure
+
+
+def _debug_policy(req: Any) -> tuple[str, dict[str, Any]]:
+    """Test the ledger's candidates in order, submit the first tested one (as in test_tools_agents)."""
+    from _tools import LEDGER_ROW
+
+    name = req.tool_choice if req.tool_choice != "required" else req.tools[0].name
+    user = next(m["content"] for m in req.messages if m["role"] == "user")
+    tested = [json.loads(c["function"]["arguments"])["candidate_id"] for m in req.messages
+              if m["role"] == "assistant" and m.get("tool_calls") for c in m["tool_calls"]]
+    ids = LEDGER_ROW.findall(user)
+    return name, {"candidate_id": tested[0] if name == "submit_patch" else ids[len(tested) % len(ids)]}
