@@ -22,7 +22,7 @@ import numpy as np
 from ..agents import Agent, FutureInput, HistoryReader, QueryBatch, RecordBatch, Visible
 from ..errors import AgentError, ConfigError
 from ._acquire import Acquirer, AcquireSettings, AcquireSummary
-from ._backends import Backend, make_backend
+from ._backends import Backend, make_backend, prepare_backend
 from ._budget import Budget
 from ._secrets import Redactor
 from ._serialize import (
@@ -143,12 +143,9 @@ class LLMAgent:
     def prepare(self) -> None:
         """Fix what the requests depend on before the first one is built: an OpenAI-compatible back-end's
         structured-output mode (user choice, frozen manifest, or a preflight probe in online mode)."""
-        if self._prepared:
-            return
-        resolve = getattr(self.backend, "resolve_format", None)
-        if resolve is not None:
-            resolve(self.run_dir, probe=self.mode == "online" and not self.offline)
-        self._prepared = True
+        if not self._prepared:
+            prepare_backend(self.backend, self.run_dir, probe=self.mode == "online" and not self.offline)
+            self._prepared = True
 
     @property
     def store(self) -> RunStore:

@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..maps import INVOLUTIONS_4, LabelMap, identity, uniform_derangement
 from ..rng import derive_rng
 from ._acquire import Acquirer, AcquireSettings
-from ._backends import Backend
+from ._backends import Backend, prepare_backend
 from ._budget import Budget
 from ._secrets import Redactor
 from ._serialize import (
@@ -279,9 +279,7 @@ def run_joint(design: JointDesign, backend: Backend, run_dir: str | os.PathLike[
     """
     from ._agent import _PROMPT_SOURCES, _TRANSPORT_SOURCES, source_digest
 
-    resolve = getattr(backend, "resolve_format", None)
-    if resolve is not None:  # the structured-output mode is fixed before any request id is computed
-        resolve(run_dir, probe=not offline)
+    prepare_backend(backend, run_dir, probe=not offline)  # the response format, before any request id
     acq = acquire or AcquireSettings()
     manifest = {"experiment": "joint-challenge", "protocol_version": 1, "seed": design.seed,
                 "settings": backend.settings.to_dict(), "acquisition": acq.to_dict(), "design": design.to_dict(),
