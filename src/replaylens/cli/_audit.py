@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._app import F, cli, model_progress, parse_params, resolve_model, user_errors
+from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
 
@@ -17,17 +18,26 @@ from ._app import F, cli, model_progress, parse_params, resolve_model, user_erro
 def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
                repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
-               prepared: Any = None) -> Any:
+               prepared: Any = None, cost: CostOptions | None = None, model: str | None = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .. import __version__
+    from ..llm._types import BudgetExhausted
     from ..replay import plan_replay, replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
     from ..report._audit import AuditResult, summarize
+    from ._llmcost import attach_usage, write_partial
 
     plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
                                                                   draws=draws, repeats=repeats, seed=seed)
+    llm = _llm_of(agent, cost, model)
+    if llm is not None:
+        llm.cell_layout = (plan.cell_names, len(plan.draws), len(plan.maps))
+        if cost is not None and cost.estimate:
+            return _estimate_audit(history, futures, evaluator, agent, llm, plan, path, cost, str(model))
+        if cost is not None and cost.budgeted:
+            llm.budget = cost.budget(str(model))
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
@@ -39,8 +49,12 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
 
         run = prepared.run if prepared is not None else functools.partial(replay, history, futures, evaluator,
                                                                           plan=plan)
-        dec = run(agent, path=path, journal=str(out / "journal"),
-                  journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress)
+        try:
+            dec = run(agent, path=path, journal=str(out / "journal"),
+                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress)
+        except BudgetExhausted as exc:
+            assert llm is not None and cost is not None
+            write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
     files = []
@@ -54,8 +68,44 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                                                        "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
                            packages=package_versions())
     write_results(result, manifest, out, history=history, futures=futures)
+    if llm is not None and cost is not None:
+        attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
     _print_summary(result, out, quiet)
     return result
+
+
+def _llm_of(agent: Any, cost: CostOptions | None, model: str | None) -> Any:
+    """The LLM agent behind ``agent`` (None for other agents; cost options then are an error)."""
+    from ..errors import ConfigError
+    from ..llm import LLMAgent
+
+    llm = agent.array if isinstance(agent.array, LLMAgent) else None
+    if llm is None and cost is not None and cost.used:
+        raise ConfigError("--estimate, prices, --max-requests and --max-cost apply to --agent llm only")
+    return llm if cost is not None and model is not None else None
+
+
+def _usage(llm: Any, plan: Any, futures: Any, cost: CostOptions, model: str, stopped: str | None) -> dict[str, Any]:
+    """Token usage and cost per cell of the audit's run directory (``llm_usage`` in summary.json)."""
+    from ._llmcost import llm_usage
+
+    per_cell = sum(1 for f in futures if f.stream in set(plan.streams)) * len(plan.maps) * len(plan.draws) \
+        * plan.repeats
+    return llm_usage(llm.store, cost.pricing(model), plan.cell_names, {c: per_cell for c in plan.cell_names},
+                     stopped)
+
+
+def _estimate_audit(history: Any, futures: Any, evaluator: Any, agent: Any, llm: Any, plan: Any, path: str,
+                    cost: CostOptions, model: str) -> None:
+    """Replay with placeholder answers to collect every request, print the estimate, write nothing."""
+    from ..replay import replay
+    from ._llmcost import print_estimate
+
+    llm.mode = "estimate"
+    replay(history, futures, evaluator, agent, plan=plan, path=path)
+    reqs = list(llm.estimated.values())
+    print_estimate(reqs, model=model, backend=llm.backend, cost=cost, what=f"audit of {agent.name}",
+                   group=lambda r: str(r.meta.get("cell", "unattributed")))
 
 
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
@@ -137,6 +187,8 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--reasoning-effort", default=None)
 @click.option("--service-tier", default=None)
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
+@response_format_option
+@cost_options
 @_with_audit_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
@@ -144,7 +196,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
           concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
           offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
-          level: float, path_: str, quiet: bool) -> None:
+          level: float, path_: str, quiet: bool, response_format: str, **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
@@ -158,6 +210,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     agent_spec = agent_specs[0]
     if len(agent_specs) > 1 and "llm" in agent_specs:
         raise ConfigError("--agent llm audits one model per run; compare two model runs with `replaylens compare`")
+    cost = pop_cost(cost_kw)
     if agent_spec == "llm":
         if model is None:
             raise ConfigError("--agent llm needs --model (openai/NAME, scripted/RULE, local/PATH.gguf or "
@@ -168,6 +221,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                   "concurrency": concurrency, "timeout_s": timeout_s, "retries": retries,
                   "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
                   "seed": seed, **params}
+        if not params["model"].startswith(("local/", "scripted/")):
+            params.setdefault("response_format", response_format)
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
     history = read_history(history_path)
@@ -189,7 +244,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet, cost=cost,
+               model=params.get("model") if agent_spec == "replaylens.llm:make_agent" else None)
 
 
 @cli.command()

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._app import cli, model_progress, resolve_model, user_errors
+from ._llmcost import BUDGET_EXIT, CostOptions, cost_options, pop_cost, print_estimate, response_format_option
 
 
 @cli.group()
@@ -82,10 +83,12 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
 @click.option("--state-off", is_flag=True, help="The empty-ledger comparator (records removed before serialization).")
 @click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
+@response_format_option
+@cost_options
 @user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
               concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
-              state_off: bool, memo_path: Path | None) -> None:
+              state_off: bool, memo_path: Path | None, response_format: str, **cost_kw: Any) -> None:
     """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
 
     An interrupted run resumes where it stopped (rerun the same command); a finished run is
@@ -93,24 +96,34 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     """
     from ..experiments.joint_challenge import export_challenge_run, run_challenge
     from ..experiments.public_data import public_world
-    from ..llm import AcquireSettings, Backend, make_backend
+    from ..llm import AcquireSettings, Backend, BudgetExhausted, make_backend
 
+    cost = pop_cost(cost_kw)
     spec = resolve_model(model)
     backend: Backend
+    if cost.estimate:
+        _estimate_joint(spec, base_url, api_key_env, env_file, response_format, state_off, cost)
+        return
     if spec.startswith("local/"):
         from ..llm._local import LlamaCppBackend
 
         backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads, memo_path=memo_path)
     else:
-        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
+        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+                               response_format=response_format)
     local = spec.startswith("local/")
     conc = concurrency or (1 if local else 16)
     local_timeout = 3600.0  # an in-process model cannot be interrupted mid-request; a busy CPU makes requests slow
     from rich.console import Console
 
     with model_progress(Console(stderr=True)):
-        ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline, state_off=state_off,
-                           acquire=AcquireSettings(concurrency=conc, timeout_s=local_timeout if local else 180.0))
+        try:
+            ch = run_challenge(public_world(), backend=backend, run_dir=run_dir, offline=offline,
+                               state_off=state_off, spend=cost.budget(spec),
+                               acquire=AcquireSettings(concurrency=conc, timeout_s=local_timeout if local else 180.0))
+        except BudgetExhausted as exc:
+            click.echo(f"PARTIAL: {exc}", err=True)
+            sys.exit(BUDGET_EXIT)
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
@@ -123,6 +136,34 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     elif export_path is not None:
         click.echo("no export: the validation gate has not passed (rerun to resume)", err=True)
         sys.exit(1)
+
+
+def _estimate_joint(spec: str, base_url: str | None, api_key_env: str, env_file: str, response_format: str,
+                    state_off: bool, cost: CostOptions) -> None:
+    """The joint challenge's requests, tokens and cost, with no model loaded and no request made."""
+    from ..experiments.joint_challenge import (
+        DESIGN_SEED,
+        SEARCH_BUDGET,
+        SEARCH_SEED,
+        challenge_design,
+        search_histories,
+    )
+    from ..experiments.public_data import public_world
+    from ..llm import ModelSettings, make_backend
+
+    backend: Any
+    if spec.startswith("local/"):  # the request ids do not matter here: no model needs loading
+        backend = type("_Local", (), {"settings": ModelSettings("local", spec)})()
+    else:
+        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+                               response_format=response_format)
+        if hasattr(backend, "resolve_format"):
+            backend.resolve_format(None, probe=False)
+    hist = search_histories(public_world(), budget=SEARCH_BUDGET, seed=SEARCH_SEED)
+    design = challenge_design(hist, seed=DESIGN_SEED, state_off=state_off)
+    reqs = design.requests(backend.settings.digest())
+    print_estimate(reqs, model=spec, backend=backend, cost=cost, what="the joint challenge",
+                   group=lambda r: f"{r.meta.get('namespace')}/{r.meta.get('form')}")
 
 
 @cli.command()

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._app import F, cli, resolve_model, user_errors
+from ._llmcost import BUDGET_EXIT, CostOptions
 
 # ------------------------------------------------------------------ tool agents with a model (issue 7)
 
@@ -44,6 +45,17 @@ def _tool_options(fn: F) -> F:
         click.option("--conditions", default="aligned,value,pair,rename", show_default=True),
         click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
                      help="Local greedy models: keep the exact repeat memo in this file, so a restarted run keeps it."),
+        click.option("--estimate", is_flag=True,
+                     help="Print the trajectories, model turns and first-turn input tokens, and make NO request."),
+        click.option("--price-in", type=click.FloatRange(min=0), default=None,
+                     help="USD per million input tokens (for --estimate and --max-cost)."),
+        click.option("--price-out", type=click.FloatRange(min=0), default=None,
+                     help="USD per million output tokens (for --max-cost)."),
+        click.option("--max-requests", type=click.IntRange(min=0), default=None,
+                     help="Stop cleanly (exit 1, resumable) once this many model turns are journaled; checked "
+                          "before each trajectory."),
+        click.option("--max-cost", type=click.FloatRange(min=0), default=None,
+                     help="Stop cleanly once the journaled turns cost this many USD (needs prices)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -57,6 +69,50 @@ def _tool_backend(model: str, base_url: str | None, api_key_env: str, env_file: 
     return make_tool_backend(resolve_model(model), base_url=base_url, api_key_env=api_key_env or None,
                              env_file=env_file, n_threads=threads, temperature=temperature, seed=seed,
                              memo_path=memo_path)
+
+
+def _estimate_tools(run: Any, agent: Any, model: str, price_in: float | None, what: str) -> None:
+    """Turns and input tokens of the planned trajectories, no request made.  A trajectory's turns and its later
+    prompts depend on the model's own tool calls, so: turns between stages and stages + max format corrections,
+    input tokens counted at each trajectory's first-turn request size (a lower bound)."""
+    from ..llm import Pricing, ToolTurnRequest
+    from ._llmcost import token_counter
+
+    counter = token_counter(resolve_model(model))
+    settings = agent.backend.settings
+    n_min = n_max = 0
+    t_in = 0
+    for req in run.plan:
+        env = run._env(req)
+        first = ToolTurnRequest(({"role": "system", "content": env.system()},
+                                 {"role": "user", "content": env.opening()}), env.tools, agent._choice(env, 0))
+        n_min += env.stages
+        n_max += env.stages + agent.max_corrections
+        t_in += env.stages * counter.count(first.request_bytes(settings).decode("utf-8"))
+    click.echo(f"estimate for {what} (no request made):")
+    click.echo(f"  trajectories:   {len(run.plan):,}")
+    click.echo(f"  model requests: at most {n_max:,} (stages per trajectory plus at most {agent.max_corrections} "
+               f"format correction each); {n_min:,} when every trajectory completes without a correction")
+    click.echo(f"  input tokens:   at least {t_in:,} (each turn counted at its trajectory's first-turn request "
+               f"size with {counter.method}; tool calls and results added by later turns are not counted)")
+    click.echo("  output tokens:  not estimated (tool-call arguments depend on the model)")
+    cost = Pricing(price_in, 0.0).cost(t_in, 0)
+    if cost is not None:
+        click.echo(f"  input cost:     at least {cost:.4f} USD at {price_in:g} USD per million input tokens")
+
+
+def _acquire(run: Any, agent: Any, model: str, price_in: float | None, price_out: float | None,
+             max_requests: int | None, max_cost: float | None) -> Any:
+    """``run.acquire()`` under an optional budget; a budget stop prints PARTIAL and exits 1."""
+    from ..llm import BudgetExhausted
+
+    agent.spend = CostOptions(price_in=price_in, price_out=price_out, max_requests=max_requests,
+                              max_cost=max_cost).budget(model)
+    try:
+        return run.acquire()
+    except BudgetExhausted as exc:
+        click.echo(f"PARTIAL: {exc}", err=True)
+        sys.exit(BUDGET_EXIT)
 
 
 def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
@@ -86,8 +142,9 @@ def _tool_finish(run: Any, counts: Any, export_path: Path | None) -> None:
 @user_errors
 def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-               repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int,
-               data_dir: Path | None) -> None:
+               repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None,
+               estimate: bool, price_in: float | None, price_out: float | None, max_requests: int | None,
+               max_cost: float | None, seed: int, data_dir: Path | None) -> None:
     """Sequential experiment planning (48 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import LLMPlanner, PlanningRun, build_planning_suite
 
@@ -97,8 +154,11 @@ def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str
                        force=force, retries=retries)
     run = PlanningRun(run_dir, suite, seed=seed, repeats=repeats, planner=agent, tasks=tasks,
                       conditions=tuple(c for c in conditions.split(",") if c))
+    if estimate:
+        _estimate_tools(run, agent, model, price_in, "tools plan")
+        return
     run.freeze_manifest()
-    _tool_finish(run, run.acquire(), export_path)
+    _tool_finish(run, _acquire(run, agent, model, price_in, price_out, max_requests, max_cost), export_path)
 
 
 @tools.command("debug")
@@ -107,7 +167,9 @@ def tools_plan(model: str, run_dir: Path, base_url: str | None, api_key_env: str
 @user_errors
 def tools_debug(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
                 export_path: Path | None, threads: int | None, temperature: float, force: str, retries: int,
-                repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None, seed: int) -> None:
+                repeats: int, n_tasks: int | None, conditions: str, memo_path: Path | None,
+                estimate: bool, price_in: float | None, price_out: float | None, max_requests: int | None,
+                max_cost: float | None, seed: int) -> None:
     """Code debugging (24 tasks x 4 conditions x 2 trajectories) with MODEL."""
     from ..tools import DebugRun, LLMDebugger, build_suite
 
@@ -118,5 +180,8 @@ def tools_debug(model: str, run_dir: Path, base_url: str | None, api_key_env: st
     keep = {t.task_id for t in suite.tasks[: n_tasks or len(suite.tasks)]}
     conds = set(c for c in conditions.split(",") if c)
     run.plan = [r for r in run.plan if r["task"] in keep and r["condition"] in conds]
+    if estimate:
+        _estimate_tools(run, agent, model, price_in, "tools debug")
+        return
     run.freeze_manifest()
-    _tool_finish(run, run.acquire(), export_path)
+    _tool_finish(run, _acquire(run, agent, model, price_in, price_out, max_requests, max_cost), export_path)

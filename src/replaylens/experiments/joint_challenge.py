@@ -48,6 +48,7 @@ from ..llm import (
     PAPER_DOMAINS,
     AcquireSettings,
     Backend,
+    Budget,
     JointBlock,
     JointDesign,
     ScriptedBackend,
@@ -448,7 +449,8 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
                   run_dir: str | os.PathLike[str] | None = None, histories: JointHistories | None = None,
                   budget: int = SEARCH_BUDGET, search_seed: int = SEARCH_SEED,
                   design_seed: int = DESIGN_SEED, state_off: bool = False, backend: Backend | None = None,
-                  acquire: AcquireSettings | None = None, offline: bool = False) -> JointChallenge:
+                  acquire: AcquireSettings | None = None, offline: bool = False,
+                  spend: Budget | None = None) -> JointChallenge:
     """Search, design, acquire (into ``run_dir``, else a temporary directory that is removed
     afterwards) and decode into a :class:`JointChallenge`.
 
@@ -458,7 +460,8 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
 
     ``state_off=True`` runs the empty-ledger comparator instead (same request matrix and future
     support, records removed before serialization); its T_gr against Full/00 is the same-estimand
-    repeated-call reference, exactly 0 for a deterministic agent."""
+    repeated-call reference, exactly 0 for a deterministic agent.  ``spend``: a request / cost budget
+    (:class:`~replaylens.llm.BudgetExhausted` when reached; the run directory resumes)."""
     timings: dict[str, float] = {}
     hist = histories or search_histories(world, budget=budget, seed=search_seed)
     timings["search_s"] = hist.seconds
@@ -470,9 +473,9 @@ def run_challenge(world: PublicWorld, *, rule: str = "mean", noise: float = 0.0,
     t0 = time.perf_counter()
     if run_dir is None:
         with tempfile.TemporaryDirectory(prefix="replaylens-joint-") as tmp:
-            run = run_joint(design, backend, tmp, acquire=acquire, offline=offline)
+            run = run_joint(design, backend, tmp, acquire=acquire, offline=offline, spend=spend)
     else:
-        run = run_joint(design, backend, run_dir, acquire=acquire, offline=offline)
+        run = run_joint(design, backend, run_dir, acquire=acquire, offline=offline, spend=spend)
     timings["acquire_s"] = time.perf_counter() - t0
     st = backend.settings
     agent = st.model.partition("/")[2] if st.provider == "scripted" else st.model

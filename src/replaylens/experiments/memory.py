@@ -30,7 +30,7 @@ import numpy as np
 from .._durable import atomic_write
 from ..errors import ConfigError, JournalError
 from ..inference import adjusted_level, cluster_bootstrap
-from ..llm import AcquireSettings, Backend, Request, ValidationReport
+from ..llm import AcquireSettings, Backend, Budget, Request, ValidationReport
 from ..memory import (
     MemoryBlocks,
     MemoryDecisions,
@@ -299,20 +299,24 @@ def read_freeze(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def run_memory_audit(backend: Backend, run_dir: str | os.PathLike[str], *, acquire: AcquireSettings | None = None,
-                     offline: bool = False) -> MemoryAudit:
+                     offline: bool = False, spend: Budget | None = None) -> MemoryAudit:
     """Development (RUN/development) → frozen selection (RUN/dev_selection_freeze.json) → test (RUN/test).
 
     Rerunning on the same directory resumes without re-asking finished requests; a finished audit is
     re-analysed with zero model calls.  The test design is built only after the freeze file exists.
+    ``spend``: a request / cost budget over both phases (``BudgetExhausted`` when reached; rerun to resume).
     """
+    from ..llm._backends import prepare_backend
     from ..llm._store import RunStore
 
     root = Path(run_dir)
+    prepare_backend(backend, root / "development", probe=not offline)
     acq = acquire or AcquireSettings(concurrency=1 if backend.settings.provider == "local" else 16)
     out = MemoryAudit(backend.settings.model)
     dd = development_design()
     got = acquire_decisions(dd.requests(backend.settings.digest()), backend, root / "development",
-                            _manifest(dd, backend, acq), acquire=acq, order_key="development", offline=offline)
+                            _manifest(dd, backend, acq), acquire=acq, order_key="development", offline=offline,
+                            spend=spend)
     out.dev_report = got.report
     dec = MemoryDecisions.from_requests(dd, got.requests, got.decisions)
     if not got.report.ok or not dec.complete:
@@ -322,11 +326,14 @@ def run_memory_audit(backend: Backend, run_dir: str | os.PathLike[str], *, acqui
     out.selection_sha256 = _freeze(root, out.development, out.controls, out.selection,
                                    RunStore.manifest_sha256(root / "development" / "manifest.json"))
     frozen = read_freeze(root)
+    if spend is not None:  # the development phase's requests count against the same budget
+        with RunStore(root / "development") as dev_store:
+            spend = spend.after(*spend.spent(dev_store))
     td = test_design(frozen["selection"])
     got = acquire_decisions(td.requests(backend.settings.digest()), backend, root / "test",
                             {**_manifest(td, backend, acq), "selection_freeze_sha256": frozen[
                                 "development_analysis_sha256"]},
-                            acquire=acq, order_key="test", offline=offline)
+                            acquire=acq, order_key="test", offline=offline, spend=spend)
     out.test_report = got.report
     tdec = MemoryDecisions.from_requests(td, got.requests, got.decisions)
     if got.report.ok and tdec.complete:

@@ -5,6 +5,7 @@
 * back-ends — :class:`OpenAIBackend` (any OpenAI-compatible endpoint), :class:`ScriptedBackend`;
 * :class:`RunStore` / :class:`Acquirer` — frozen manifest, seeded plan, append-only attempts, gate;
 * :class:`JointDesign` / :func:`run_joint` — the joint history–menu challenge (four items per request);
+* :class:`Budget` / :func:`estimate_requests` — run budgets and the no-call cost estimate;
 * :class:`FakeOpenAIServer` — a fault-injecting local endpoint for tests and benchmarks.
 
 See docs/llm.md.
@@ -13,6 +14,7 @@ See docs/llm.md.
 from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress
 from ._agent import LLMAgent, make_agent
 from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
+from ._budget import Budget, Pricing, TokenCounter, estimate_requests, load_pricing
 from ._fake import FAULTS, FakeOpenAIServer
 from ._joint import (
     CELLS,
@@ -65,6 +67,7 @@ from ._toolcall import (
 from ._types import (
     AccessError,
     BackendError,
+    BudgetExhausted,
     CapacityError,
     Completion,
     ModelSettings,
@@ -74,6 +77,12 @@ from ._types import (
 )
 
 __all__ = [
+    "Budget",
+    "BudgetExhausted",
+    "Pricing",
+    "TokenCounter",
+    "estimate_requests",
+    "load_pricing",
     "FormatError",
     "LlamaToolBackend",
     "OpenAIToolBackend",

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from ..rng import derive_rng
 from ._backends import Backend
+from ._budget import Budget
 from ._serialize import decode_response
 from ._store import RunStore, Step, Terminal, now_iso
 from ._types import AccessError, BackendError, Completion, Request
@@ -69,6 +70,7 @@ class AcquireSummary:
     decided: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     access_error: str | None = None
+    budget_stop: str | None = None
     wall_s: float = 0.0
 
 
@@ -155,10 +157,13 @@ class _GroupCommit:
 class Acquirer:
     """Runs requests through ``backend`` and journals every attempt in ``store``."""
 
-    def __init__(self, store: RunStore, backend: Backend, settings: AcquireSettings) -> None:
+    def __init__(self, store: RunStore, backend: Backend, settings: AcquireSettings, *,
+                 budget: Budget | None = None) -> None:
         self.store = store
         self.backend = backend
         self.settings = settings
+        self.budget = budget
+        self._used = (0, 0.0)  # (attempts started or journaled, cost) over the run directory
         self.progress_callback = _PROGRESS.get()  # read here: acquisition may run on another thread
         self._progress = AcquireProgress(0)
         for s in backend.secrets():
@@ -182,6 +187,8 @@ class Acquirer:
         t0 = time.perf_counter()
         todo = [r for r in requests if isinstance(self.store.next_step(r.request_id), Step)]
         self._progress = AcquireProgress(len(todo))
+        if self.budget is not None:
+            self._used = self.budget.spent(self.store)
         if self.progress_callback is not None:
             self.progress_callback(self._progress)
         if todo and not offline:
@@ -202,13 +209,14 @@ class Acquirer:
             elif isinstance(st, Terminal):
                 summary.failed[r.request_id] = st.reason
             else:
-                summary.failed[r.request_id] = "not attempted" if offline or summary.access_error else "pending"
+                stopped = offline or summary.access_error or summary.budget_stop
+                summary.failed[r.request_id] = "not attempted" if stopped else "pending"
         summary.wall_s = time.perf_counter() - t0
         return summary
 
     async def _worker(self, queue: Any, commit: _GroupCommit, summary: AcquireSummary) -> None:
         for req in queue:
-            if summary.access_error is not None:
+            if summary.access_error is not None or summary.budget_stop is not None:
                 return
             await self._one(req, commit, summary)
 
@@ -219,6 +227,11 @@ class Acquirer:
             step = store.next_step(req.request_id)
             if not isinstance(step, Step):
                 return
+            if self.budget is not None:
+                summary.budget_stop = summary.budget_stop or self.budget.reached(*self._used)
+                if summary.budget_stop is not None:
+                    return
+                self._used = (self._used[0] + 1, self._used[1])  # reserved before the await: a hard request cap
             if step.role == "replacement":
                 await asyncio.sleep(self.backoff(req.request_id, step.failures, step.retry_after))
             start = store.begin(req.request_id, step)
@@ -244,6 +257,9 @@ class Acquirer:
             attempt = self._attempt(req, step, start, latency, comp, err)
             summary.by_status[attempt["status"]] = summary.by_status.get(attempt["status"], 0) + 1
             store.note_attempt(attempt)
+            if self.budget is not None:
+                chars = len(req.prompt) + len(req.system or "")
+                self._used = (self._used[0], self._used[1] + self.budget.attempt_cost(attempt, chars))
             await commit.attempt(attempt)
             self._report(req.request_id, attempt)
 

@@ -22,7 +22,8 @@ import numpy as np
 from ..agents import Agent, FutureInput, HistoryReader, QueryBatch, RecordBatch, Visible
 from ..errors import AgentError, ConfigError
 from ._acquire import Acquirer, AcquireSettings, AcquireSummary
-from ._backends import Backend, make_backend
+from ._backends import Backend, make_backend, prepare_backend
+from ._budget import Budget
 from ._secrets import Redactor
 from ._serialize import (
     Binding,
@@ -36,13 +37,13 @@ from ._serialize import (
     resolve_namespace,
 )
 from ._store import RunStore, open_store
-from ._types import Request, make_request
+from ._types import BudgetExhausted, Request, make_request
 
-__all__ = ["LLMAgent", "make_agent", "source_digest"]
+__all__ = ["LLMAgent", "display_model_name", "make_agent", "source_digest"]
 
-MODES = ("online", "plan")
+MODES = ("online", "plan", "estimate")
 _PROMPT_SOURCES = ("_serialize.py", "_agent.py", "_joint.py")
-_TRANSPORT_SOURCES = ("_types.py", "_backends.py", "_acquire.py", "_store.py", "_secrets.py")
+_TRANSPORT_SOURCES = ("_types.py", "_backends.py", "_acquire.py", "_store.py", "_secrets.py", "_budget.py")
 
 
 def source_digest(names: Sequence[str]) -> str:
@@ -52,6 +53,14 @@ def source_digest(names: Sequence[str]) -> str:
     return hashlib.sha256("".join(f"{n}\0{h}\n" for n, h in pairs).encode()).hexdigest()
 
 
+def display_model_name(model: str) -> str:
+    """The model's name for reports: ``local/PATH.gguf`` → the GGUF file's stem (never a filesystem path)."""
+    provider, _, name = model.partition("/")
+    if provider == "local":
+        return f"local/{Path(name).stem}"
+    return model
+
+
 class LLMAgent:
     """The LLM agent (see the module docstring).  Build it with :func:`make_agent`.
 
@@ -59,8 +68,11 @@ class LLMAgent:
     in canonical order); required for token namespaces.  ``domains`` / ``contexts`` map family /
     context names to the text shown.  ``ledger="block"`` shows the stratum's own block (the paper's
     displayed ledger; a stratum without a block sees an empty ledger), ``"stream"`` every visible
-    record.  ``mode="plan"`` only writes plan entries (no calls; placeholder answers), and
-    ``offline=True`` serves recorded decisions only (a missing one is an error).
+    record.  ``mode="plan"`` only writes plan entries (no calls; placeholder answers), ``mode="estimate"``
+    only collects the requests in :attr:`estimated` (nothing written, no call), and ``offline=True`` serves
+    recorded decisions only (a missing one is an error).  ``budget`` (set any time before acquisition) stops
+    acquisition cleanly with :class:`BudgetExhausted`; ``cell_layout`` = (cell names, draws, maps) of the
+    replay plan tags each array-path request with its cell (for usage per cell).
     """
 
     def __init__(self, backend: Backend, run_dir: str | os.PathLike[str], *,
@@ -99,6 +111,10 @@ class LLMAgent:
         self.chunk = int(chunk)
         self.spec = dict(spec or {"name": name})
         self.last_summary: AcquireSummary | None = None
+        self.budget: Budget | None = None
+        self.cell_layout: tuple[tuple[str, ...], int, int] | None = None
+        self.estimated: dict[str, Request] = {}
+        self._prepared = False
         self._store: RunStore | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
@@ -124,8 +140,16 @@ class LLMAgent:
             },
         }
 
+    def prepare(self) -> None:
+        """Fix what the requests depend on before the first one is built: an OpenAI-compatible back-end's
+        structured-output mode (user choice, frozen manifest, or a preflight probe in online mode)."""
+        if not self._prepared:
+            prepare_backend(self.backend, self.run_dir, probe=self.mode == "online" and not self.offline)
+            self._prepared = True
+
     @property
     def store(self) -> RunStore:
+        self.prepare()
         if self._store is None:
             red = Redactor(self.backend.secrets())
             self._store = open_store(self.run_dir, self.manifest(), redactor=red)
@@ -159,6 +183,7 @@ class LLMAgent:
                       records: Sequence[tuple[str, float]], repeat: int | str,
                       meta: Mapping[str, Any] | None = None) -> Request:
         """The request of one decision (the stratum's displayed ledger, its menu and its repeat key)."""
+        self.prepare()
         rows = self._rows(menu)
         shown = [ShownRecord(self.binding.token(k) if not self.namespace.readable else k,
                              None if np.isnan(u) else float(u)) for k, u in records]
@@ -174,15 +199,22 @@ class LLMAgent:
 
     def decide(self, requests: Sequence[Request]) -> list[str | None]:
         """Plan, acquire (unless offline/plan mode) and return each request's decoded label (None: placeholder)."""
+        if self.mode == "estimate":
+            for r in requests:
+                self.estimated.setdefault(r.request_id, r)
+            return [None] * len(requests)
         store = self.store
         store.add_requests(requests, order_key="agent")
         if self.mode == "plan":
             return [None] * len(requests)
-        acq = Acquirer(store, self.backend, self.acquire_settings)
+        acq = Acquirer(store, self.backend, self.acquire_settings, budget=self.budget)
         summary = acq.run(requests, offline=self.offline)
         self.last_summary = summary
         if summary.access_error is not None:
             raise ConfigError(f"model access failed ({self.backend.settings.model}): {summary.access_error}")
+        if summary.budget_stop is not None and any(store.decisions(r.request_id) is None for r in requests):
+            raise BudgetExhausted(f"budget reached: {summary.budget_stop}; the run is partial (journaled in "
+                                  f"{self.run_dir}); rerun with a higher budget to resume")
         out: list[str | None] = []
         failed: dict[str, int] = {}
         for r in requests:
@@ -241,9 +273,12 @@ class LLMAgent:
                 s, t = int(queries.stream[q]), int(queries.task[q])
                 idx = rank[(s, blk)][t]
                 repeat = int(np.random.default_rng(int(queries.seed[q])).integers(0, 2**63 - 1))
-                reqs.append(self.build_request(fam, ctx, idx, menu, recs, repeat, {
-                    "stream": queries.stream_names[s], "family": fam, "context": ctx,
-                    "task": queries.task_names[t], "index": idx, "menu": list(menu)}))
+                meta: dict[str, Any] = {"stream": queries.stream_names[s], "family": fam, "context": ctx,
+                                        "task": queries.task_names[t], "index": idx, "menu": list(menu)}
+                if self.cell_layout is not None:  # history rows are ordered (stream, cell, draw, map)
+                    names, n_draws, n_maps = self.cell_layout
+                    meta["cell"] = names[(h // (n_draws * n_maps)) % len(names)]
+                reqs.append(self.build_request(fam, ctx, idx, menu, recs, repeat, meta))
             got = self.decide(reqs)
             for q, g in zip(range(lo, lo + len(reqs)), got, strict=True):
                 out[q] = int(queries.menu[q][0]) if g is None else code[g]
@@ -284,6 +319,7 @@ def make_agent(
     offline: bool = False,
     ledger: str = "block",
     local_readout: str = "logits",
+    response_format: str = "auto",
 ) -> Agent:
     """Factory for ``load_agent("replaylens.llm:make_agent", {...})`` / ``--agent replaylens.llm:make_agent``.
 
@@ -305,12 +341,13 @@ def make_agent(
         backend = make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
                                reasoning_effort=reasoning_effort, service_tier=service_tier, params=params,
                                structured=structured, accept_models=tuple(accept_models), noise=noise,
-                               seed=seed)
+                               seed=seed, response_format=response_format)
     tpl = PromptTemplate.from_file(template) if template else PromptTemplate()
     tpl = tpl.with_budget(budget)
     acq = AcquireSettings(concurrency=concurrency, timeout_s=timeout_s, retries=retries,
                           backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s)
     spec = {"name": "llm", "factory": "replaylens.llm:make_agent", "model": model,
+            "model_name": display_model_name(model), "response_format": response_format,
             "base_url": backend.settings.base_url,
             "run_dir": str(run_dir), "namespace": namespace, "template_sha256": tpl.sha256(), "ledger": ledger,
             "reasoning_effort": reasoning_effort, "service_tier": service_tier, "params": dict(params or {}),
@@ -320,5 +357,5 @@ def make_agent(
         spec["local_readout"] = local_readout
     llm = LLMAgent(backend, run_dir, namespace=namespace, actions=actions, domains=domains, contexts=contexts,
                    template=tpl, acquire=acq, seed=seed, mode=mode, offline=offline, ledger=ledger,
-                   name=f"llm({model})", spec=spec)
+                   name=f"llm({display_model_name(model)})", spec=spec)
     return llm.agent()

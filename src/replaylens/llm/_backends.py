@@ -6,8 +6,13 @@ A back-end turns a :class:`Request` into a :class:`Completion` or raises a class
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
+import re
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,9 +22,19 @@ from ..errors import ConfigError
 from ..rng import derive_rng
 from ._secrets import load_api_key, sanitize_url
 from ._serialize import canonical_json, item_key, micro_array, parse_prompt
-from ._types import AccessError, CapacityError, Completion, ModelSettings, Request, TransportError
+from ._types import (
+    RESPONSE_FORMATS,
+    AccessError,
+    BackendError,
+    CapacityError,
+    Completion,
+    ModelSettings,
+    Request,
+    TransportError,
+)
 
-__all__ = ["Backend", "OpenAIBackend", "ScriptedBackend", "make_backend", "scripted_tokens"]
+__all__ = ["Backend", "OpenAIBackend", "ScriptedBackend", "format_messages", "make_backend", "prepare_backend",
+           "scripted_tokens"]
 
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 
@@ -118,8 +133,22 @@ def _retry_after(headers: Any) -> float | None:
     return x if math.isfinite(x) and x >= 0 else None
 
 
+# A 5xx whose body is a request-validation error (pydantic / FastAPI wording, e.g. llama-cpp-python's
+# "Input should be 'text' or 'json_object'") is the server refusing this request, not a transient fault.
+_VALIDATION = re.compile(r"Input should be|validation error|Extra inputs are not permitted|Field required|"
+                         r"literal_error|extra_forbidden|not supported|unsupported|Unrecognized request argument",
+                         re.IGNORECASE)
+
+
+def _short(message: str, n: int = 240) -> str:
+    one = " ".join(message.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
 def _classify(status: int, message: str, headers: Any) -> Exception:
     ra = _retry_after(headers)
+    if status >= 500 and status not in (503, 529) and _VALIDATION.search(message):
+        return AccessError(f"HTTP {status} (request rejected as invalid): {_short(message)}", http_status=status)
     if status in (429, 503, 529):
         return CapacityError(f"HTTP {status}: {message}", http_status=status, retry_after=ra)
     if status >= 500 or status == 408:
@@ -182,19 +211,140 @@ def openai_usage(resp: Any) -> dict[str, Any] | None:
             "output_tokens": u.completion_tokens, "reasoning_tokens": getattr(cd, "reasoning_tokens", None)}
 
 
+SCHEMA_INSTRUCTION = ("Reply with exactly one JSON object that matches this JSON schema, and nothing else:\n")
+
+
+def format_messages(request: Request, response_format: str) -> list[dict[str, str]]:
+    """The chat messages sent for ``request`` under a structured-output mode: with ``json_object`` or ``text``
+    the output schema is stated in the system message (the user message, whose digest the server may echo,
+    is never changed)."""
+    msgs = request.messages()
+    if response_format == "json_schema":
+        return msgs
+    note = SCHEMA_INSTRUCTION + canonical_json(request.schema)
+    if msgs and msgs[0]["role"] == "system":
+        return [{"role": "system", "content": msgs[0]["content"] + "\n\n" + note}, *msgs[1:]]
+    return [{"role": "system", "content": note}, *msgs]
+
+
+def response_format_body(response_format: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response_format`` request field of a mode (None: not sent).  ``json_object`` also carries the
+    schema in llama.cpp's ``schema`` field (llama-cpp-python turns it into a grammar; others ignore it)."""
+    if response_format == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "decisions", "strict": True, "schema": schema}}
+    if response_format == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+PROBE_PROMPT = "Answer A or B as JSON: {\"item_00\": \"A\"}."
+"""The user message of the preflight probe (a cheap request; test servers recognise it)."""
+
+_PROBE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"item_00": {"type": "string", "enum": ["A", "B"]}},
+                                 "required": ["item_00"], "additionalProperties": False}
+
+
 class OpenAIBackend(Backend):
     """Any OpenAI-compatible chat-completions endpoint through the ``openai`` SDK.
 
     The SDK's own retries are off (``max_retries=0``): every retry is a recorded attempt.  The base
     URL is always passed explicitly, so no environment variable can redirect calls elsewhere.
+    ``response_format``: ``auto`` (a preflight probe picks the strongest mode the endpoint accepts, see
+    :meth:`resolve_format`) or one of ``json_schema``, ``json_object``, ``text`` (forced, no probe).
     """
 
-    def __init__(self, settings: ModelSettings, *, api_key: str | None) -> None:
+    def __init__(self, settings: ModelSettings, *, api_key: str | None, response_format: str = "auto") -> None:
         if settings.base_url is None:
             raise ConfigError("OpenAIBackend needs an explicit base_url")
+        if response_format not in ("auto", *RESPONSE_FORMATS):
+            raise ConfigError(f"response_format must be auto, {', '.join(RESPONSE_FORMATS)}; got {response_format!r}")
+        self.requested_format = response_format if settings.structured else "text"
+        if self.requested_format != "auto":
+            settings = dataclasses.replace(settings, response_format=self.requested_format)
         self.settings = settings
+        self.format_choice: dict[str, Any] | None = None
         self._key = api_key
         self._client: Any = None
+
+    # ------------------------------------------------------------------ preflight
+
+    def resolve_format(self, run_dir: str | os.PathLike[str] | None = None, *, probe: bool = True,
+                       timeout: float = 60.0) -> dict[str, Any]:
+        """Fix the structured-output mode once, before the run: the user's forced mode; else the one frozen in
+        ``run_dir``'s manifest (a resumed run keeps its mode); else, when ``probe``, the strongest mode a cheap
+        preflight request is accepted with (json_schema → json_object → text); else json_schema undecided.
+        Returns (and keeps in ``format_choice``) the choice and the probe record."""
+        if self.format_choice is not None:
+            return self.format_choice
+        choice: dict[str, Any]
+        frozen = _frozen_format(run_dir)
+        if self.requested_format != "auto":
+            choice = {"response_format": self.requested_format, "chosen_by": "user"}
+        elif frozen is not None:
+            choice = {"response_format": frozen, "chosen_by": "frozen manifest"}
+        elif not probe:
+            choice = {"response_format": self.settings.response_format, "chosen_by": "default (no probe)"}
+        else:
+            choice = self._probe(timeout)
+        self.settings = dataclasses.replace(self.settings, response_format=choice["response_format"])
+        self.format_choice = choice
+        if run_dir is not None and choice["chosen_by"] == "preflight":
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+            (Path(run_dir) / "preflight.json").write_text(json.dumps(choice, indent=1) + "\n", encoding="utf-8")
+        return choice
+
+    def _probe(self, timeout: float) -> dict[str, Any]:
+        from openai import OpenAI
+
+        client = OpenAI(**openai_client_kwargs(self.settings, self._key))
+        tried: list[dict[str, Any]] = []
+        req = Request("preflight", PROBE_PROMPT, (), "0")
+        try:
+            for mode in RESPONSE_FORMATS:
+                kw: dict[str, Any] = {"model": self.settings.model, **dict(self.settings.params)}
+                msgs = req.messages() if mode == "json_schema" else [
+                    {"role": "system", "content": SCHEMA_INSTRUCTION + canonical_json(_PROBE_SCHEMA)},
+                    *req.messages()]
+                body = response_format_body(mode, _PROBE_SCHEMA)
+                if body is not None:
+                    kw["response_format"] = body
+                err = self._probe_call(client, kw, msgs, timeout)
+                tried.append({"response_format": mode, "accepted": err is None,
+                              **({} if err is None else {"http_status": err.http_status, "error": str(err)})})
+                if err is None:
+                    return {"response_format": mode, "chosen_by": "preflight", "probes": tried}
+        finally:
+            client.close()
+        last = tried[-1]
+        raise ConfigError(f"the endpoint {self.settings.base_url} rejects even a plain chat request "
+                          f"({last.get('error')}); check --model and --base-url")
+
+    def _probe_call(self, client: Any, kw: dict[str, Any], msgs: list[dict[str, str]],
+                    timeout: float) -> BackendError | None:
+        """None when the endpoint accepts the request; the non-transient rejection otherwise.  Transient
+        failures are retried twice; then, like an authentication failure, they stop the run."""
+        for k in range(3):
+            try:
+                client.chat.completions.create(messages=msgs, timeout=timeout, **kw)
+                return None
+            except openai_call_errors() as exc:
+                err = openai_error(exc, timeout)
+            if isinstance(err, AccessError):
+                if err.http_status in (401, 403, 404):
+                    raise ConfigError(f"preflight request to {self.settings.base_url} failed: {err}")
+                return err
+            if k < 2:
+                time.sleep(1.0 + k)
+        raise ConfigError(f"preflight request to {self.settings.base_url} failed: {err}")
+
+    def unsupported_hint(self) -> str:
+        """The option that avoids a rejected structured-output mode."""
+        mode = self.settings.response_format
+        if mode == "text":
+            return "the request has no response_format; check --model, --base-url and --agent-param params"
+        weaker = RESPONSE_FORMATS[RESPONSE_FORMATS.index(mode) + 1:]
+        return (f"the endpoint may not support response_format {mode}: rerun with --response-format "
+                f"{' or '.join(weaker)} (or auto, which probes the endpoint first) in a new --out directory")
 
     def secrets(self) -> list[str]:
         return [self._key] if self._key else []
@@ -211,10 +361,11 @@ class OpenAIBackend(Backend):
 
     def _kwargs(self, request: Request) -> dict[str, Any]:
         s = self.settings
-        kw: dict[str, Any] = {"model": s.model, "messages": request.messages(), **dict(s.params)}
-        if s.structured:
-            kw["response_format"] = {"type": "json_schema",
-                                     "json_schema": {"name": "decisions", "strict": True, "schema": request.schema}}
+        mode = s.response_format if s.structured else "text"
+        kw: dict[str, Any] = {"model": s.model, "messages": format_messages(request, mode), **dict(s.params)}
+        body = response_format_body(mode, request.schema)
+        if body is not None:
+            kw["response_format"] = body
         if s.reasoning_effort is not None:
             kw["reasoning_effort"] = s.reasoning_effort
         if s.service_tier is not None:
@@ -229,7 +380,10 @@ class OpenAIBackend(Backend):
             raw = await self._client.chat.completions.with_raw_response.create(**self._kwargs(request),
                                                                                  timeout=timeout)
         except openai_call_errors() as exc:
-            raise openai_error(exc, timeout) from None
+            err = openai_error(exc, timeout)
+            if isinstance(err, AccessError) and err.http_status not in (401, 403, 404):
+                err = AccessError(f"{err}; {self.unsupported_hint()}", http_status=err.http_status)
+            raise err from None
         resp = parse_chat_response(raw)
         headers = raw.headers
         usage = openai_usage(resp)
@@ -246,6 +400,28 @@ class OpenAIBackend(Backend):
             finish_reason=None if choice is None else choice.finish_reason, response_id=resp.id,
             refusal=None if msg is None else getattr(msg, "refusal", None),
             tool_calls=0 if msg is None or not msg.tool_calls else len(msg.tool_calls), notifications=notes)
+
+
+def prepare_backend(backend: Backend, run_dir: str | os.PathLike[str] | None, *, probe: bool = True) -> None:
+    """Fix what request ids depend on before the first request is built (an OpenAI-compatible back-end's
+    structured-output mode: forced, frozen in ``run_dir``, or probed); a no-op for other back-ends."""
+    resolve = getattr(backend, "resolve_format", None)
+    if resolve is not None:
+        resolve(run_dir, probe=probe)
+
+
+def _frozen_format(run_dir: str | os.PathLike[str] | None) -> str | None:
+    """The response format frozen in an existing run directory's manifest (None: no run there yet)."""
+    if run_dir is None:
+        return None
+    p = Path(run_dir) / "manifest.json"
+    if not p.exists():
+        return None
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+        return str(d["settings"].get("response_format") or "json_schema")
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- factory
@@ -283,6 +459,7 @@ def make_backend(
     seed: int = 0,
     n_threads: int | None = None,
     n_ctx: int = 4096,
+    response_format: str = "auto",
 ) -> Backend:
     """Back-end from a model spec: ``openai/NAME`` (any OpenAI-compatible endpoint at ``base_url``),
     ``scripted/RULE`` (mean, sum, count, latest, best) or ``local/PATH`` (a GGUF file via llama-cpp-python).
@@ -306,4 +483,4 @@ def make_backend(
     settings = ModelSettings("openai", name, base_url=url, reasoning_effort=reasoning_effort,
                              service_tier=service_tier, params=dict(params or {}), structured=structured,
                              api_key_env=api_key_env or None, accept_models=tuple(accept_models))
-    return OpenAIBackend(settings, api_key=key)
+    return OpenAIBackend(settings, api_key=key, response_format=response_format)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..rng import derive_rng
-from ._backends import scripted_tokens
+from ._backends import PROBE_PROMPT, scripted_tokens
 from ._serialize import canonical_json, item_key
 
 __all__ = ["FAULTS", "TOOL_FAULTS", "FakeOpenAIServer", "scripted_tool_call"]
@@ -90,13 +90,19 @@ class FakeOpenAIServer:
 
     ``api_key``: when set, requests without ``Authorization: Bearer <api_key>`` get HTTP 401.
     ``latency_s``: added to every response.  ``noise``: the scripted answer's random-token rate.
+    ``response_formats``: the ``response_format`` types accepted (``text`` = none sent); any other is rejected
+    with ``reject_status`` and a request-validation body like llama-cpp-python's ("Input should be ...").
+    The preflight probe (:data:`PROBE_PROMPT`) is answered without fault injection and logged in ``probes``,
+    not in ``log``/``n_requests``; ``hits`` counts every POST.
     """
 
     def __init__(self, *, rule: str = "mean", latency_s: float = 0.0, faults: Mapping[str, float] | None = None,
                  seed: int = 0, policy: Callable[[str, int], str] | None = None, model: str | None = None,
                  api_key: str | None = None, echo_input: bool = True, timeout_sleep_s: float = 5.0,
                  service_tier: str = "default", noise: float = 0.0,
-                 tool_policy: Callable[[Mapping[str, Any]], tuple[str, Mapping[str, Any]]] | None = None) -> None:
+                 tool_policy: Callable[[Mapping[str, Any]], tuple[str, Mapping[str, Any]]] | None = None,
+                 response_formats: tuple[str, ...] = ("json_schema", "json_object", "text"),
+                 reject_status: int = 500) -> None:
         for f in (faults or {}):
             if f not in FAULTS:
                 raise ConfigError(f"unknown fault {f!r}; use {FAULTS}")
@@ -114,6 +120,10 @@ class FakeOpenAIServer:
         self.service_tier = service_tier
         self.noise = float(noise)
         self.tool_policy = tool_policy or scripted_tool_call
+        self.response_formats = tuple(response_formats)
+        self.reject_status = int(reject_status)
+        self.probes: list[str] = []  # response_format type of each preflight probe (never fault-injected)
+        self.hits = 0                # every POST, probes and rejected requests included
         self.seen: Counter[str] = Counter()
         self.log: list[tuple[str, int, str]] = []  # (prompt sha256, occurrence, fault)
         self._lock = threading.Lock()
@@ -222,6 +232,8 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._error(404, f"no route {self.path}")
                 return
+            with srv._lock:
+                srv.hits += 1
             auth = self.headers.get("Authorization") or ""
             if srv.api_key is not None and auth != f"Bearer {srv.api_key}":
                 self._error(401, "invalid API key")
@@ -232,6 +244,19 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 content = next(m["content"] for m in reversed(msgs) if m.get("role") == "user")
             except (json.JSONDecodeError, KeyError, StopIteration, TypeError):
                 self._error(400, "malformed request")
+                return
+            rf = body.get("response_format")
+            kind = rf.get("type", "?") if isinstance(rf, dict) else "text"
+            if content == PROBE_PROMPT:
+                with srv._lock:
+                    srv.probes.append(kind)
+            if kind not in srv.response_formats:
+                allowed = " or ".join(f"'{k}'" for k in srv.response_formats if k != "text") or "absent"
+                self._error(srv.reject_status, f"1 validation error for CreateChatCompletionRequest\nresponse_format"
+                                               f".type\n  Input should be {allowed} [type=literal_error]")
+                return
+            if content == PROBE_PROMPT:
+                self._respond("ok", body, content, "probe", 0, auth)
                 return
             echo = content
             if body.get("tools"):  # tool turns: the digest of the canonical request body (the client's prompt digest)

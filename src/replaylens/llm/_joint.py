@@ -21,7 +21,8 @@ from ..errors import ConfigError
 from ..maps import INVOLUTIONS_4, LabelMap, identity, uniform_derangement
 from ..rng import derive_rng
 from ._acquire import Acquirer, AcquireSettings
-from ._backends import Backend
+from ._backends import Backend, prepare_backend
+from ._budget import Budget
 from ._secrets import Redactor
 from ._serialize import (
     ItemDecoder,
@@ -35,7 +36,7 @@ from ._serialize import (
     sha256_text,
 )
 from ._store import ValidationReport, open_store
-from ._types import Request, make_request
+from ._types import BudgetExhausted, Request, make_request
 
 __all__ = [
     "CELLS",
@@ -270,13 +271,15 @@ class JointRun:
 
 
 def run_joint(design: JointDesign, backend: Backend, run_dir: str | os.PathLike[str], *,
-              acquire: AcquireSettings | None = None, offline: bool = False) -> JointRun:
+              acquire: AcquireSettings | None = None, offline: bool = False, spend: Budget | None = None) -> JointRun:
     """Freeze the manifest, write the plan in a seeded order, acquire (resuming), run the gate, decode.
 
     Rerunning on the same directory resumes; a finished run is re-analysed with zero model calls.
+    ``spend``: a request / cost budget; reaching it raises :class:`BudgetExhausted` after journaling.
     """
     from ._agent import _PROMPT_SOURCES, _TRANSPORT_SOURCES, source_digest
 
+    prepare_backend(backend, run_dir, probe=not offline)  # the response format, before any request id
     acq = acquire or AcquireSettings()
     manifest = {"experiment": "joint-challenge", "protocol_version": 1, "seed": design.seed,
                 "settings": backend.settings.to_dict(), "acquisition": acq.to_dict(), "design": design.to_dict(),
@@ -293,9 +296,13 @@ def run_joint(design: JointDesign, backend: Backend, run_dir: str | os.PathLike[
     with open_store(run_dir, manifest, redactor=Redactor(backend.secrets())) as store:
         reqs = store.add_requests(design.requests(backend.settings.digest()), order_key="joint")
         if not offline:
-            summary = Acquirer(store, backend, acq).run(reqs)
+            summary = Acquirer(store, backend, acq, budget=spend).run(reqs)
             if summary.access_error is not None:
                 raise ConfigError(f"model access failed: {summary.access_error}")
+            if summary.budget_stop is not None and summary.failed:
+                raise BudgetExhausted(f"budget reached: {summary.budget_stop}; {summary.decided} of {len(reqs)} "
+                                      f"requests decided (journaled in {run_dir}); rerun with a higher budget to "
+                                      "resume")
         report = store.validate(expected=design.n_requests)
         rows: list[dict[str, Any]] = []
         for r in reqs:

@@ -28,7 +28,7 @@ def backend_for(settings: ModelSettings, *, env_file: str | os.PathLike[str] | N
             key = load_api_key(settings.api_key_env, env_file)
             if key is None:
                 raise ConfigError(f"no API key: set {settings.api_key_env} in the environment or in {env_file}")
-        be = OpenAIBackend(settings, api_key=key)
+        be = OpenAIBackend(settings, api_key=key, response_format=settings.response_format)  # frozen: no probe
     elif settings.provider == "local":
         from ._local import LlamaCppBackend
 

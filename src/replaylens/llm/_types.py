@@ -14,8 +14,10 @@ from ._serialize import ItemDecoder, canonical_json, output_schema, sha256_text
 __all__ = [
     "ATTEMPT_KINDS",
     "STATUSES",
+    "RESPONSE_FORMATS",
     "AccessError",
     "BackendError",
+    "BudgetExhausted",
     "CapacityError",
     "Completion",
     "ModelSettings",
@@ -23,6 +25,9 @@ __all__ = [
     "TransportError",
     "make_request",
 ]
+
+RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+"""Structured-output modes, strongest first: strict JSON schema, JSON object (schema in the prompt), plain text."""
 
 STATUSES = ("ok", "schema_invalid", "capacity_error", "transport_error", "protocol_violation")
 ATTEMPT_KINDS = ("original", "format_retry", "replacement", "recovery")
@@ -60,6 +65,11 @@ class AccessError(BackendError):
     status = "access_error"
 
 
+class BudgetExhausted(ReplayLensError):
+    """A ``--max-requests`` / ``--max-cost`` budget was reached: the run stopped cleanly (journaled; a rerun with a
+    higher budget resumes)."""
+
+
 _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
@@ -83,8 +93,11 @@ class ModelSettings:
     structured: bool = True
     api_key_env: str | None = None
     accept_models: tuple[str, ...] = ()
+    response_format: str = "json_schema"
 
     def __post_init__(self) -> None:
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ConfigError(f"response_format must be one of {RESPONSE_FORMATS}; got {self.response_format!r}")
         if self.api != "chat":
             raise ConfigError(f"only the chat-completions API is supported; got api={self.api!r}")
         banned = {"api_key", "messages", "model", "response_format"} & set(self.params)
@@ -95,7 +108,7 @@ class ModelSettings:
         return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "api": self.api,
                 "reasoning_effort": self.reasoning_effort, "service_tier": self.service_tier,
                 "params": dict(self.params), "structured": self.structured, "api_key_env": self.api_key_env,
-                "accept_models": list(self.accept_models),
+                "accept_models": list(self.accept_models), "response_format": self.response_format,
                 "sampling_parameters_sent": sorted(self.params)}
 
     @classmethod
@@ -103,13 +116,16 @@ class ModelSettings:
         return cls(provider=d["provider"], model=d["model"], base_url=d.get("base_url"), api=d.get("api", "chat"),
                    reasoning_effort=d.get("reasoning_effort"), service_tier=d.get("service_tier"),
                    params=dict(d.get("params") or {}), structured=bool(d.get("structured", True)),
-                   api_key_env=d.get("api_key_env"), accept_models=tuple(d.get("accept_models") or ()))
+                   api_key_env=d.get("api_key_env"), accept_models=tuple(d.get("accept_models") or ()),
+                   response_format=str(d.get("response_format") or "json_schema"))
 
     def digest(self) -> str:
         """Hash of what determines a response distribution (model and parameters, not the transport)."""
         core = {"provider": self.provider, "model": self.model, "api": self.api,
                 "reasoning_effort": self.reasoning_effort, "service_tier": self.service_tier,
                 "params": dict(self.params), "structured": self.structured}
+        if self.response_format != "json_schema":  # the historical default keeps its request ids
+            core["response_format"] = self.response_format
         return sha256_text(canonical_json(core))
 
     def check_observed(self, model: str | None, effort: str | None, tier: str | None) -> list[str]:

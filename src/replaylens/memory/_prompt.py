@@ -26,6 +26,8 @@ from ..llm import (
     Acquirer,
     AcquireSettings,
     Backend,
+    Budget,
+    BudgetExhausted,
     Completion,
     ItemDecoder,
     ModelSettings,
@@ -198,7 +200,7 @@ class RetrievedMeanBackend(Backend):
 
 def memory_backend(model: str, *, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
                    env_file: str | os.PathLike[str] | None = ".env", threads: int | None = None,
-                   noise: float = 0.0, seed: int = 0, n_ctx: int = 4096) -> Backend:
+                   noise: float = 0.0, seed: int = 0, n_ctx: int = 4096, response_format: str = "auto") -> Backend:
     """A back-end for memory prompts: ``scripted/mean`` (:class:`RetrievedMeanBackend`), ``local/PATH.gguf``
     (the embedded model's per-item logit readout, ``threads`` CPU threads) or ``openai/NAME``."""
     provider, _, name = model.partition("/")
@@ -208,7 +210,7 @@ def memory_backend(model: str, *, base_url: str | None = None, api_key_env: str 
                               f"retrieved slots); got {model!r}")
         return RetrievedMeanBackend(noise=noise, seed=seed)
     return make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file, seed=seed,
-                        n_ctx=n_ctx, n_threads=threads)
+                        n_ctx=n_ctx, n_threads=threads, response_format=response_format)
 
 
 # ---------------------------------------------------------------------------------------------- acquisition
@@ -262,16 +264,22 @@ class AcquiredDecisions:
 
 def acquire_decisions(requests: Sequence[Request], backend: Backend, run_dir: str | os.PathLike[str],
                       manifest: Mapping[str, Any], *, acquire: AcquireSettings | None = None,
-                      order_key: str = "memory", offline: bool = False) -> AcquiredDecisions:
+                      order_key: str = "memory", offline: bool = False,
+                      spend: Budget | None = None) -> AcquiredDecisions:
     """Freeze ``manifest``, plan ``requests`` in a seeded order, acquire what is missing (resuming), run the
-    gate and return the selected decisions.  A finished run is re-read with zero model calls."""
+    gate and return the selected decisions.  A finished run is re-read with zero model calls.  ``spend``: a
+    request / cost budget (:class:`BudgetExhausted` when reached, after journaling)."""
     acq = acquire or AcquireSettings()
     with open_store(run_dir, manifest, redactor=Redactor(backend.secrets())) as store:
         reqs = store.add_requests(list(requests), order_key=order_key)
         if not offline and any(store.decisions(r.request_id) is None for r in reqs):
-            summary = Acquirer(store, backend, acq).run(reqs)
+            summary = Acquirer(store, backend, acq, budget=spend).run(reqs)
             if summary.access_error is not None:
                 raise ConfigError(f"model access failed: {summary.access_error}")
+            if summary.budget_stop is not None and summary.failed:
+                raise BudgetExhausted(f"budget reached: {summary.budget_stop}; {summary.decided} of {len(reqs)} "
+                                      f"requests decided (journaled in {run_dir}); rerun with a higher budget to "
+                                      "resume")
         report = store.validate(expected=len(reqs))
         out: dict[str, Decision] = {}
         for r in reqs:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import ConfigError
-from ..llm import Redactor
+from ..llm import Budget, BudgetExhausted, Redactor
 from ..llm._toolcall import (
     REQUIRED,
     FormatError,
@@ -146,6 +146,7 @@ class LLMToolAgent:
     backoff_max_s: float = 60.0
     max_corrections: int = 1
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    spend: Budget | None = field(default=None, repr=False, compare=False)  # checked before each trajectory
     name: str = "llm-tool-agent-v1"
     epsilon: float | None = None
 
@@ -306,9 +307,14 @@ def acquire_with_model(run: Any, agent: LLMToolAgent, make_env: Callable[[dict[s
     A trajectory with a successful attempt is never asked again; a started attempt without a finished line
     (a kill) is re-run from its original inputs as ``recovery``; a capacity / transport failure is replaced
     only under a recorded amendment naming it (``"*"``: every request), at most its allowance; a protocol
-    failure is terminal.  Returns counts by outcome."""
+    failure is terminal.  Returns counts by outcome.
+
+    ``agent.spend`` (a :class:`~replaylens.llm.Budget`, optional) is checked before each trajectory against the
+    run directory's journaled turns; reaching it raises :class:`~replaylens.llm.BudgetExhausted` (a trajectory
+    is never cut, so the last one may pass the request cap by its own turns)."""
     run.manifest_sha()
     journal = run.journal(agent)
+    spend = getattr(agent, "spend", None)
     counts: dict[str, int] = {}
     agent.backend.open()
     try:
@@ -344,6 +350,11 @@ def acquire_with_model(run: Any, agent: LLMToolAgent, make_env: Callable[[dict[s
                 else:
                     counts["protocol_failure"] = counts.get("protocol_failure", 0) + 1
                     break
+                if spend is not None:
+                    stop = spend.reached(*_turns_spent(run.root, spend))
+                    if stop is not None:
+                        raise BudgetExhausted(f"budget reached: {stop}; counts so far {counts} (journaled in "
+                                              f"{run.root}); rerun with a higher budget to resume")
                 rec = run_one(run, agent, journal, req, make_env(req), kind, len(starts), recovers, amendment)
                 counts[rec["status"]] = counts.get(rec["status"], 0) + 1
                 if rec["status"] not in ("capacity_error", "transport_error"):
@@ -351,6 +362,18 @@ def acquire_with_model(run: Any, agent: LLMToolAgent, make_env: Callable[[dict[s
     finally:
         agent.backend.close()
     return counts
+
+
+def _turns_spent(root: Path, spend: Budget) -> tuple[int, float]:
+    """(journaled model turns, their cost) of a tool run directory."""
+    prompts = {r["sha256"]: r["zlib"] for r in read_jsonl(root / "prompts.jsonl")}
+    n, cost = 0, 0.0
+    for t in read_jsonl(root / "turns.jsonl"):
+        z = prompts.get(t.get("prompt_sha256", ""))
+        chars = len(zlib.decompress(base64.b64decode(z))) if z else 0
+        n += 1
+        cost += spend.attempt_cost(t, chars)
+    return n, cost
 
 
 def run_one(run: Any, agent: LLMToolAgent, journal: TurnJournal, req: dict[str, Any], env: ToolEnvironment,
