@@ -147,10 +147,10 @@ def _with_audit_options(fn: F) -> F:
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
-          concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
-          offline: bool, workers: int | None, backend: str, ray_address: str | None, shard_memory_mb: int | None,
-          cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
-          level: float, path_: str, quiet: bool) -> None:
+          concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
+          service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
+          shard_memory_mb: int | None, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
+          resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are

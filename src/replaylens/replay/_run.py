@@ -59,7 +59,8 @@ def replay(
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
     rerun with the same inputs resumes, skipping them.  ``backend``/``workers``/``concurrency``/
     ``ray_address``/``shard_memory``: see :meth:`PreparedReplay.run` (same decisions on every backend).
-    To replay several agents under one plan, :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
+    To replay several agents under one plan, :func:`prepare_replay` once and call
+    :meth:`PreparedReplay.run` per agent (same decisions).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed)
