@@ -140,3 +140,61 @@ def test_sign_flip_bytes_match_the_transposed_loop(monkeypatch, n):
     zeros = np.full(n, -0.0)
     got = flip_mod._monte_carlo_null(np.random.default_rng(1), zeros, 50)
     assert got.tobytes() == _loop_monte_carlo_null(np.random.default_rng(1), zeros, 50).tobytes()
+
+
+# --------------------------------------------------------------------------- columnar Parquet input
+
+io_mod = importlib.import_module("replaylens.records._io")
+
+
+def _row_path(path):
+    from replaylens.records._columns import read_raw
+
+    t = read_raw(path)
+    return io_mod.history_from_rows(t.rows, t.source, t.lines, t.line_word)
+
+
+def test_parquet_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replaylens.records import read_history, write_history
+
+    p = write_history(bandit.history, tmp_path / "h.parquet")
+    t = pq.read_table(p)
+    # add optional columns with nulls, and stray whitespace the row reader strips
+    t = t.append_column("event_id", pa.array([None if i % 2 else f" e{i} " for i in range(t.num_rows)]))
+    t = t.append_column("event_time", pa.array([None if i % 3 else float(i) for i in range(t.num_rows)]))
+    pq.write_table(t, p)
+    want = _row_path(p)
+    fast = io_mod._history_from_arrow(pq.read_table(p), str(p))
+    assert fast is not None  # the columnar path handled it (no fallback)
+    for f in ("stream", "family", "context", "slot", "task", "key", "outcome", "event_time", "event_id", "metadata"):
+        a, b = getattr(fast, f), getattr(want, f)
+        assert a.dtype.kind == b.dtype.kind and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f
+    assert fast.fingerprint() == want.fingerprint()
+    monkeypatch.setattr(io_mod, "read_raw", lambda *_a: (_ for _ in ()).throw(AssertionError("row path")))
+    assert read_history(p).fingerprint() == want.fingerprint()
+
+
+@pytest.mark.parametrize("column,values,needle", [
+    ("outcome", lambda n: [1.5] + [0.5] * (n - 1), "outcome"),
+    ("stream", lambda n: ["  "] + ["s"] * (n - 1), "must not be empty"),
+    ("slot", lambda n: [-1] + list(range(1, n)), "slot"),
+])
+def test_bad_parquet_history_keeps_the_row_error(bandit, tmp_path, column, values, needle):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replaylens.errors import InputError
+    from replaylens.records import read_history, write_history
+
+    p = write_history(bandit.history, tmp_path / "h.parquet")
+    t = pq.read_table(p)
+    t = t.set_column(t.column_names.index(column), column, pa.array(values(t.num_rows)))
+    pq.write_table(t, p)
+    with pytest.raises(InputError) as got:
+        read_history(p)
+    with pytest.raises(InputError) as want:
+        _row_path(p)
+    assert str(got.value) == str(want.value) and needle in str(got.value) and ".parquet:1: " in str(got.value)

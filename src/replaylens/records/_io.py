@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ._columns import Field, RawTable, infer_format, read_raw
+from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History
 
 __all__ = [
@@ -134,9 +134,69 @@ def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: S
     return Evaluator(table, source=source)
 
 
+def _history_from_arrow(table: Any, source: str) -> History | None:
+    """Columnar fast path for a well-typed Parquet history (no per-record Python objects for the
+    repeated string columns: they are dictionary-encoded).  ``None`` whenever any column is not
+    plainly valid; the row-by-row reader then reports the first problem with its usual message."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(table.column_names)
+    n = table.num_rows
+    if n == 0 or not names <= set(HISTORY_FIELDS) or not set(HISTORY_REQUIRED) <= names:
+        return None
+    if "metadata" in names and table.column("metadata").null_count != n:
+        return None
+
+    def strings(name: str, required: bool) -> np.ndarray | None:
+        col = table.column(name)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return None
+        col = pc.utf8_trim_whitespace(col)
+        if required and (col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py()):
+            return None
+        enc = pc.dictionary_encode(col.fill_null("")).combine_chunks()
+        return np.asarray(enc.dictionary.to_pylist(), dtype=str)[enc.indices.to_numpy()]
+
+    def numbers(name: str) -> np.ndarray | None:
+        col = table.column(name)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            return None
+        out = np.asarray(pc.cast(col, pa.float64()).fill_null(np.nan).to_numpy(), dtype=np.float64)
+        return None if np.isinf(out).any() else out
+
+    cols: dict[str, Any] = {}
+    for name in ("stream", "family", "context", "task", "key"):
+        cols[name] = strings(name, True)
+    slot = table.column("slot")
+    if not pa.types.is_integer(slot.type) or slot.null_count:
+        return None
+    cols["slot"] = slot.to_numpy().astype(np.int64)
+    cols["outcome"] = numbers("outcome")
+    if "event_time" in names:
+        cols["event_time"] = numbers("event_time")
+    if "event_id" in names:
+        cols["event_id"] = strings("event_id", False)
+    if any(v is None for v in cols.values()) or (cols["slot"] < 0).any():
+        return None
+    u = cols["outcome"]
+    if ((u < 0.0) | (u > 1.0)).any():
+        return None
+    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word="row")
+
+
 def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> History:
-    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md)."""
-    t = read_raw(Path(path), fmt)
+    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md).
+
+    A well-typed Parquet file is read column by column through pyarrow; anything else (or any
+    problem) goes through the row reader, which names the file, row and field."""
+    p = Path(path)
+    if p.is_file() and infer_format(p, fmt) == "parquet":
+        table = read_parquet_table(p)
+        fast = _history_from_arrow(table, str(p))
+        if fast is not None:
+            return fast
+    t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word)
 
 
