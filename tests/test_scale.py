@@ -180,7 +180,7 @@ def test_parquet_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
 @pytest.mark.parametrize("column,values,needle", [
     ("outcome", lambda n: [1.5] + [0.5] * (n - 1), "outcome"),
     ("stream", lambda n: ["  "] + ["s"] * (n - 1), "must not be empty"),
-    ("slot", lambda n: [-1] + list(range(1, n)), "slot"),
+    ("slot", lambda n: [-1, *range(1, n)], "slot"),
 ])
 def test_bad_parquet_history_keeps_the_row_error(bandit, tmp_path, column, values, needle):
     import pyarrow as pa
