@@ -198,3 +198,37 @@ def test_bad_parquet_history_keeps_the_row_error(bandit, tmp_path, column, value
     with pytest.raises(InputError) as want:
         _row_path(p)
     assert str(got.value) == str(want.value) and needle in str(got.value) and ".parquet:1: " in str(got.value)
+
+
+def test_jsonl_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
+    from replaylens.records import read_history, write_history
+
+    p = write_history(bandit.history, tmp_path / "h.jsonl")
+    lines = p.read_text().splitlines()
+    import re
+
+    lines[2] = re.sub(r'"outcome": [0-9.e-]+', '"outcome": null', lines[2])  # a masked outcome
+    assert "null" in lines[2]
+    p.write_text("\n".join(lines[1:]) + "\n")
+    want = _row_path(p)
+    table = io_mod._arrow_jsonl(p)
+    assert table is not None
+    fast = io_mod._history_from_arrow(table, str(p), "line")
+    assert fast is not None and fast.fingerprint() == want.fingerprint()
+    for f in ("stream", "slot", "task", "key", "outcome", "event_time", "event_id", "metadata"):
+        a, b = getattr(fast, f), getattr(want, f)
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f
+    # a blank line moves the line numbers: the row reader handles that file
+    p.write_text("\n".join(lines[1:3]) + "\n\n" + "\n".join(lines[3:]) + "\n")
+    assert io_mod._arrow_jsonl(p) is None
+    assert read_history(p).fingerprint() == _row_path(p).fingerprint()
+    # a bad value: same one-line message as the row reader
+    bad = [*lines[1:4], lines[4].replace('"slot": ', '"slot": "x", "_": ', 1), *lines[5:]]
+    p.write_text("\n".join(bad) + "\n")
+    from replaylens.errors import InputError
+
+    with pytest.raises(InputError) as got:
+        read_history(p)
+    with pytest.raises(InputError) as ref:
+        _row_path(p)
+    assert str(got.value) == str(ref.value)

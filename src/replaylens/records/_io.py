@@ -134,7 +134,7 @@ def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: S
     return Evaluator(table, source=source)
 
 
-def _history_from_arrow(table: Any, source: str) -> History | None:
+def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> History | None:
     """Columnar fast path for a well-typed Parquet history (no per-record Python objects for the
     repeated string columns: they are dictionary-encoded).  ``None`` whenever any column is not
     plainly valid; the row-by-row reader then reports the first problem with its usual message."""
@@ -182,18 +182,49 @@ def _history_from_arrow(table: Any, source: str) -> History | None:
     u = cols["outcome"]
     if ((u < 0.0) | (u > 1.0)).any():
         return None
-    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word="row")
+    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word)
+
+
+def _arrow_jsonl(p: Path) -> Any:
+    """The JSONL file as a ``pyarrow.Table`` when pyarrow reads it as one object per line (no BOM,
+    no blank lines, consistent types); else ``None`` (the row reader takes over)."""
+    import io
+
+    import pyarrow.json as pj
+
+    data = p.read_bytes()
+    if not data.strip() or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        data.decode("utf-8")  # pyarrow does not check; the row reader names the bad byte's line
+    except UnicodeDecodeError:
+        return None
+    try:
+        table = pj.read_json(io.BytesIO(data))
+    except Exception:  # any parse or type-inference problem: the row reader reports it precisely
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    # every line must *have* an outcome (null = masked, absent = an error); a JSON string value is
+    # never followed by ':', so this counts keys only
+    if table.num_rows != n_lines or data.count(b'"outcome":') != n_lines:
+        return None
+    return table
 
 
 def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> History:
     """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md).
 
-    A well-typed Parquet file is read column by column through pyarrow; anything else (or any
+    A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    if p.is_file() and infer_format(p, fmt) == "parquet":
-        table = read_parquet_table(p)
-        fast = _history_from_arrow(table, str(p))
+    kind = infer_format(p, fmt) if p.is_file() else None
+    if kind == "parquet":
+        fast = _history_from_arrow(read_parquet_table(p), str(p))
+        if fast is not None:
+            return fast
+    elif kind == "jsonl":
+        table = _arrow_jsonl(p)
+        fast = None if table is None else _history_from_arrow(table, str(p), "line")
         if fast is not None:
             return fast
     t = read_raw(p, fmt)
