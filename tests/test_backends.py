@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from conftest import require
 from replaylens.agents import Agent, FutureInput, HistoryReader, TaskInput, load_agent
-from replaylens.errors import ConfigError
+from replaylens.errors import AgentError, ConfigError
 from replaylens.replay import prepare_replay, replay
 from replaylens.substrates import make_bandit
 
@@ -108,6 +108,7 @@ def test_ray_backend_gives_serial_decisions(bandit, serial):
             got = replay(bandit.history, bandit.futures, bandit.evaluator, agent, backend="ray", workers=2,
                          shard_size=2, **KW)
             assert got.actions.tobytes() == serial[name].tobytes(), name
+        assert _agent_error(bandit, backend="ray", workers=2) == _agent_error(bandit, backend="serial")
     finally:
         ray.shutdown()
 
@@ -157,6 +158,25 @@ def test_journal_is_written_from_the_coordinating_thread(bandit, serial, tmp_pat
     again = replay(bandit.history, bandit.futures, bandit.evaluator, _stochastic(), backend="serial",
                    journal=tmp_path / "j", **KW)
     assert again.actions.tobytes() == serial["noisy"].tobytes()
+
+
+def _off_menu(records: tuple, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str:
+    return "zzz" if task.stream != "s00" else menu[0]
+
+
+def _agent_error(bandit, **kw) -> str:
+    with pytest.raises(AgentError) as got:
+        replay(bandit.history, bandit.futures, bandit.evaluator, HistoryReader(_off_menu, name="bad").agent(),
+               cells="", maps="", **kw)
+    return str(got.value)
+
+
+def test_a_failing_agent_raises_the_serial_error_on_every_backend(bandit):
+    """Several shards fail; every backend raises the first one in shard order (the serial run's)."""
+    want = _agent_error(bandit, backend="serial")
+    assert "'s01'" in want
+    for kw in ({"concurrency": 4}, {"workers": 2}):
+        assert _agent_error(bandit, **kw) == want, kw
 
 
 def test_backend_errors_are_config_errors(bandit):

@@ -77,8 +77,10 @@ def _drain(pool: _PoolExecutor, submit: Callable[[int], Future[list[np.ndarray]]
                 break
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
+            for f in sorted(done, key=pending.__getitem__):
                 k = pending.pop(f)
+                if f.exception() is not None:
+                    _raise_first_failure(pending, k, f)
                 yield k, f.result()
                 nxt = next(todo, None)
                 if nxt is not None:
@@ -86,6 +88,19 @@ def _drain(pool: _PoolExecutor, submit: Callable[[int], Future[list[np.ndarray]]
     finally:
         for f in pending:
             f.cancel()
+
+
+def _raise_first_failure(pending: dict[Future[list[np.ndarray]], int], k: int,
+                         failed: Future[list[np.ndarray]]) -> None:
+    """Raise the error of the lowest failing shard, the one a serial run would have raised: every
+    shard before ``k`` was submitted already, so wait for those still running."""
+    earlier = {f: j for f, j in pending.items() if j < k}
+    wait(earlier)
+    first = min(((j, f) for f, j in earlier.items() if f.exception() is not None), default=(k, failed),
+                key=lambda t: t[0])[1]
+    exc = first.exception()
+    assert exc is not None
+    raise exc
 
 
 @dataclass
@@ -162,7 +177,22 @@ class Ray:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for r in ready:
                     k = pending.pop(r)
-                    yield k, ray.get(r)
+                    try:
+                        arrays = ray.get(r)
+                    except ray.exceptions.RayTaskError:
+                        # the serial run's error: the lowest failing shard, unwrapped (one line, no remote traceback)
+                        for q in sorted(pending, key=pending.__getitem__):
+                            if pending[q] < k:
+                                try:
+                                    ray.get(q)
+                                except ray.exceptions.RayTaskError as exc:
+                                    raise exc.cause from None
+                        try:
+                            ray.get(r)
+                        except ray.exceptions.RayTaskError as exc:
+                            raise exc.cause from None
+                        raise
+                    yield k, arrays
                     nxt = next(todo, None)
                     if nxt is not None:
                         pending[remote.remote(ref, nxt)] = nxt
