@@ -20,6 +20,7 @@ from replaylens.replay import plan_replay, prepare_replay, replay
 from replaylens.substrates import make_bandit
 
 run_mod = importlib.import_module("replaylens.replay._run")  # ``replaylens.replay`` is shadowed by the function
+backends_mod = importlib.import_module("replaylens.replay._backends")  # shards run through an executor
 
 
 # --------------------------------------------------------------------------- helpers
@@ -289,13 +290,13 @@ def test_task_inputs_stay_at_their_slots() -> None:
 
 def _spy_run_shard(monkeypatch) -> list[list[str]]:
     calls: list[list[str]] = []
-    orig = run_mod.run_shard
+    orig = backends_mod.run_shard
 
     def spy(plan, sds, *args, **kwargs):
         calls.append([sd.name for sd in sds])
         return orig(plan, sds, *args, **kwargs)
 
-    monkeypatch.setattr(run_mod, "run_shard", spy)
+    monkeypatch.setattr(backends_mod, "run_shard", spy)
     return calls
 
 

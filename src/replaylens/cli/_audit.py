@@ -18,7 +18,8 @@ from ._llmcost import CostOptions, cost_options, pop_cost, response_format_optio
 def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
                repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
-               prepared: Any = None, cost: CostOptions | None = None, model: str | None = None) -> Any:
+               prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
+               execution: dict[str, Any] | None = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -51,7 +52,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                                                                           plan=plan)
         try:
             dec = run(agent, path=path, journal=str(out / "journal"),
-                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress)
+                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress,
+                      **(execution or {}))
         except BudgetExhausted as exc:
             assert llm is not None and cost is not None
             write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
@@ -181,7 +183,9 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--env-file", default=".env", show_default=True, help="Optional .env file read for the API key.")
 @click.option("--namespace", "llm_namespace", default="arm", show_default=True,
               help="With --agent llm: label namespace shown to the model (arm, opaque, AD, WZ, semantic, ...).")
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--concurrency", default=None, type=click.IntRange(min=1),
+              help="Decisions in flight at once: a thread pool for per-record/history-reading agents (or a "
+                   "semaphore over `async def act`); with --agent llm, concurrent model requests (default 4).")
 @click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1))
 @click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0))
 @click.option("--reasoning-effort", default=None)
@@ -189,14 +193,24 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
 @response_format_option
 @cost_options
+@click.option("--workers", default=None, type=click.IntRange(min=1),
+              help="Worker processes (or Ray CPUs) running shards in parallel, for CPU-bound agents.")
+@click.option("--backend", default="auto", show_default=True,
+              type=click.Choice(["auto", "serial", "threads", "processes", "ray"]),
+              help="Where shards run; auto: processes with --workers > 1, threads with --concurrency > 1.")
+@click.option("--ray-address", default=None,
+              help="With --backend ray: address of an existing Ray cluster (default: start a local instance).")
+@click.option("--max-shard-memory", "shard_memory_mb", default=None, type=click.IntRange(min=1),
+              help="Memory budget of one vectorized shard in MB (default 256); lower it for huge histories.")
 @_with_audit_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
           agent_param: tuple[str, ...],
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
-          concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
-          offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
-          level: float, path_: str, quiet: bool, response_format: str, **cost_kw: Any) -> None:
+          concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
+          service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
+          shard_memory_mb: int | None, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
+          resamples: int, level: float, path_: str, quiet: bool, response_format: str, **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
@@ -218,7 +232,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
         agent_spec = "replaylens.llm:make_agent"
         params = {"model": resolve_model(model), "run_dir": str(out / "llm"), "base_url": base_url,
                   "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
-                  "concurrency": concurrency, "timeout_s": timeout_s, "retries": retries,
+                  "concurrency": concurrency or 4, "timeout_s": timeout_s, "retries": retries,
                   "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
                   "seed": seed, **params}
         if not params["model"].startswith(("local/", "scripted/")):
@@ -245,7 +259,11 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
                resamples=resamples, level=level, path=path_, out=out, quiet=quiet, cost=cost,
-               model=params.get("model") if agent_spec == "replaylens.llm:make_agent" else None)
+               model=params.get("model") if agent_spec == "replaylens.llm:make_agent" else None,
+               execution={"backend": "ray" if ray_address and backend == "auto" else backend, "workers": workers,
+                          "concurrency": None if agent_spec == "replaylens.llm:make_agent" else concurrency,
+                          "ray_address": ray_address,
+                          "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None})
 
 
 @cli.command()

@@ -93,15 +93,22 @@ def _column_means(v: np.ndarray) -> np.ndarray:
 def _weighted_sums(weights_t: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``weights_t.T @ d`` for ``weights_t`` ``(n, c)`` and ``d`` ``(n, k)``, summed in cluster order.
 
-    A loop over the ``n`` clusters (vectorized over draws and columns): each output cell is the same
-    sequence of IEEE operations whatever ``c`` or ``k`` is, unlike a BLAS product.
+    Vectorized over clusters in blocks: the products of a block are stacked after the running sum and
+    added with ``np.add.accumulate`` along the cluster axis, which (unlike ``sum`` or a BLAS product,
+    both pairwise/blocked) adds strictly left to right.  So each output cell is the same sequence of
+    IEEE operations ``((0 + w_0 d_0) + w_1 d_1) + ...`` whatever ``c``, ``k`` or the block size is.
     """
     n, c = weights_t.shape
-    acc = np.zeros((c, d.shape[1]), dtype=np.float64)
-    tmp = np.empty_like(acc)
-    for r in range(n):
-        np.multiply(weights_t[r][:, None], d[r], out=tmp)
-        acc += tmp
+    k = d.shape[1]
+    acc = np.zeros((c, k), dtype=np.float64)
+    step = max(1, _MAX_CELLS // max(1, c * k))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        blk = np.empty((r1 - r0 + 1, c, k), dtype=np.float64)
+        blk[0] = acc
+        np.multiply(weights_t[r0:r1, :, None], d[r0:r1, None, :], out=blk[1:])
+        np.add.accumulate(blk, axis=0, out=blk)
+        acc = blk[-1].copy()
     return acc
 
 

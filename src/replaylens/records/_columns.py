@@ -121,14 +121,18 @@ def _read_csv(p: Path, text: str) -> RawTable:
     return RawTable(str(p), rows, lines)
 
 
-def _read_parquet(p: Path) -> RawTable:
+def read_parquet_table(p: Path) -> Any:
+    """The Parquet file as a ``pyarrow.Table`` (InputError when unreadable)."""
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(p)
+        return pq.read_table(p)
     except Exception as exc:  # pyarrow raises several unrelated types for broken files
         raise InputError(str(p), None, None, f"not a readable Parquet file ({exc})") from None
-    rows = table.to_pylist()
+
+
+def _read_parquet(p: Path) -> RawTable:
+    rows = read_parquet_table(p).to_pylist()
     return RawTable(str(p), rows, list(range(1, len(rows) + 1)), line_word="row")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ._columns import Field, RawTable, infer_format, read_raw
+from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History
 
 __all__ = [
@@ -134,9 +134,100 @@ def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: S
     return Evaluator(table, source=source)
 
 
+def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> History | None:
+    """Columnar fast path for a well-typed Parquet history (no per-record Python objects for the
+    repeated string columns: they are dictionary-encoded).  ``None`` whenever any column is not
+    plainly valid; the row-by-row reader then reports the first problem with its usual message."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = set(table.column_names)
+    n = table.num_rows
+    if n == 0 or not names <= set(HISTORY_FIELDS) or not set(HISTORY_REQUIRED) <= names:
+        return None
+    if "metadata" in names and table.column("metadata").null_count != n:
+        return None
+
+    def strings(name: str, required: bool) -> np.ndarray | None:
+        col = table.column(name)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return None
+        col = pc.utf8_trim_whitespace(col)
+        if required and (col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py()):
+            return None
+        enc = pc.dictionary_encode(col.fill_null("")).combine_chunks()
+        return np.asarray(enc.dictionary.to_pylist(), dtype=str)[enc.indices.to_numpy()]
+
+    def numbers(name: str) -> np.ndarray | None:
+        col = table.column(name)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            return None
+        out = np.asarray(pc.cast(col, pa.float64()).fill_null(np.nan).to_numpy(), dtype=np.float64)
+        return None if np.isinf(out).any() else out
+
+    cols: dict[str, Any] = {}
+    for name in ("stream", "family", "context", "task", "key"):
+        cols[name] = strings(name, True)
+    slot = table.column("slot")
+    if not pa.types.is_integer(slot.type) or slot.null_count:
+        return None
+    cols["slot"] = slot.to_numpy().astype(np.int64)
+    cols["outcome"] = numbers("outcome")
+    if "event_time" in names:
+        cols["event_time"] = numbers("event_time")
+    if "event_id" in names:
+        cols["event_id"] = strings("event_id", False)
+    if any(v is None for v in cols.values()) or (cols["slot"] < 0).any():
+        return None
+    u = cols["outcome"]
+    if ((u < 0.0) | (u > 1.0)).any():
+        return None
+    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word)
+
+
+def _arrow_jsonl(p: Path) -> Any:
+    """The JSONL file as a ``pyarrow.Table`` when pyarrow reads it as one object per line (no BOM,
+    no blank lines, consistent types); else ``None`` (the row reader takes over)."""
+    import io
+
+    import pyarrow.json as pj
+
+    data = p.read_bytes()
+    if not data.strip() or data.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        data.decode("utf-8")  # pyarrow does not check; the row reader names the bad byte's line
+    except UnicodeDecodeError:
+        return None
+    try:
+        table = pj.read_json(io.BytesIO(data))
+    except Exception:  # any parse or type-inference problem: the row reader reports it precisely
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    # every line must *have* an outcome (null = masked, absent = an error); a JSON string value is
+    # never followed by ':', so this counts keys only
+    if table.num_rows != n_lines or data.count(b'"outcome":') != n_lines:
+        return None
+    return table
+
+
 def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> History:
-    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md)."""
-    t = read_raw(Path(path), fmt)
+    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md).
+
+    A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
+    problem) goes through the row reader, which names the file, row and field."""
+    p = Path(path)
+    kind = infer_format(p, fmt) if p.is_file() else None
+    if kind == "parquet":
+        fast = _history_from_arrow(read_parquet_table(p), str(p))
+        if fast is not None:
+            return fast
+    elif kind == "jsonl":
+        table = _arrow_jsonl(p)
+        fast = None if table is None else _history_from_arrow(table, str(p), "line")
+        if fast is not None:
+            return fast
+    t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word)
 
 

@@ -23,7 +23,17 @@ from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..rng import stable_int
 from ._plan import ReplayPlan
 
-__all__ = ["StreamData", "block_vocabulary", "decision_seeds", "prepare_streams", "run_shard", "utilities_for"]
+__all__ = [
+    "DEFAULT_SHARD_MEMORY",
+    "StreamData",
+    "block_vocabulary",
+    "decision_seeds",
+    "prepare_streams",
+    "run_shard",
+    "shard_layout",
+    "shard_memory_estimate",
+    "utilities_for",
+]
 
 ROLES = ("value", "pair", "time", "reorder")
 
@@ -73,14 +83,22 @@ def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) ->
     bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     m_max = max(len(t.menu) for t in futures)
     key_codes = np.array([code[k] for k in history.key.tolist()], dtype=np.int64)
+    # group once (rows are sorted by stream, so each stream is one contiguous run): linear, not per stream
+    names, first, counts = np.unique(history.stream, return_index=True, return_counts=True)
+    where = {str(n): slice(int(f), int(f) + int(c)) for n, f, c in zip(names, first, counts, strict=True)}
+    by_stream: dict[str, list[FutureTask]] = {}
+    for t in futures:
+        by_stream.setdefault(t.stream, []).append(t)
     out: dict[str, StreamData] = {}
     for s in plan.streams:
-        sl = history.stream_slice(s)
+        if s not in where:
+            raise KeyError(s)
+        sl = where[s]
         blocks = list(zip(history.family[sl].tolist(), history.context[sl].tolist(), strict=True))
         local = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
         slots = history.slot[sl]
         last_pos = {b: i for i, b in enumerate(blocks)}  # last position of each block
-        futs = futures.of(s)
+        futs = tuple(by_stream.get(s, ()))
         prefix = np.empty(len(futs), dtype=np.int64)
         menus = np.full((len(futs), m_max), -1, dtype=np.int64)
         for j, f in enumerate(futs):
@@ -94,6 +112,49 @@ def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) ->
             prefix=prefix, menus=menus, stratum_code=np.array([bcode[f.stratum] for f in futs], dtype=np.int64),
         )
     return out
+
+
+DEFAULT_SHARD_MEMORY = 256 * 2**20
+"""Default working-memory budget of one array-path shard, in bytes."""
+
+BYTES_PER_CELL_RECORD = 96
+"""Measured peak bytes per (record, cell, map, draw) of the array path (≈ 12 float64/int64 arrays:
+transformed keys/outcomes/tasks, the writer's per-record state, ``to_micro`` and its temporaries)."""
+
+
+def shard_memory_estimate(plan: ReplayPlan, sd: StreamData) -> int:
+    """Estimated peak bytes the array path needs for stream ``sd``: records × cells × maps × draws,
+    plus its queries (tasks × repeats × cells × maps × draws, each with a menu row)."""
+    cdm = len(plan.cells) * len(plan.maps) * len(plan.draws)
+    queries = len(sd.futures) * plan.repeats * cdm * (sd.menus.shape[1] + 8) * 8
+    return sd.length * cdm * BYTES_PER_CELL_RECORD + queries
+
+
+def shard_layout(plan: ReplayPlan, sds: dict[str, StreamData], *, path: str, shard_size: int | None = None,
+                 shard_memory: int | None = None) -> list[tuple[str, ...]]:
+    """Consecutive groups of ``plan.streams``: ``shard_size`` streams each when given; else one
+    stream per shard on the reference path, and on the array path as many streams as fit in
+    ``shard_memory`` bytes (:func:`shard_memory_estimate`; a stream larger than that is alone)."""
+    if shard_size is not None:
+        return plan.shards(shard_size)
+    if path != "array":
+        return plan.shards(1)
+    budget = shard_memory or DEFAULT_SHARD_MEMORY
+    if budget < 1:
+        raise ConfigError(f"shard memory must be >= 1 byte; got {budget}")
+    shards: list[tuple[str, ...]] = []
+    cur: list[str] = []
+    used = 0
+    for s in plan.streams:
+        need = shard_memory_estimate(plan, sds[s])
+        if cur and used + need > budget:
+            shards.append(tuple(cur))
+            cur, used = [], 0
+        cur.append(s)
+        used += need
+    if cur:
+        shards.append(tuple(cur))
+    return shards
 
 
 def _splitmix(x: np.ndarray | np.integer) -> np.ndarray:

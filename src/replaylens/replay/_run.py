@@ -12,7 +12,15 @@ from ..agents import Agent, SupportLookup
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
-from ._engine import StreamData, block_vocabulary, prepare_streams, run_shard, utilities_for
+from ._backends import ShardJob, async_bridge, make_executor, resolve_backend
+from ._engine import (
+    DEFAULT_SHARD_MEMORY,
+    StreamData,
+    block_vocabulary,
+    prepare_streams,
+    shard_layout,
+    utilities_for,
+)
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
@@ -39,18 +47,26 @@ def replay(
     journal_key: dict[str, object] | None = None,
     shard_size: int | None = None,
     progress: Progress | None = None,
+    backend: str = "auto",
+    workers: int | None = None,
+    concurrency: int | None = None,
+    ray_address: str | None = None,
+    shard_memory: int | None = None,
 ) -> Decisions:
     """Replay every planned transformed history through ``agent`` and score the decisions.
 
     ``path``: ``array`` (vectorized, needs ``agent.array``), ``reference`` (plain per-record
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
-    rerun with the same inputs resumes, skipping them.  To replay several agents under one plan,
-    :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
+    rerun with the same inputs resumes, skipping them.  ``backend``/``workers``/``concurrency``/
+    ``ray_address``/``shard_memory``: see :meth:`PreparedReplay.run` (same decisions on every backend).
+    To replay several agents under one plan, :func:`prepare_replay` once and call
+    :meth:`PreparedReplay.run` per agent (same decisions).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed)
     return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
-                        progress=progress)
+                        progress=progress, backend=backend, workers=workers, concurrency=concurrency,
+                        ray_address=ray_address, shard_memory=shard_memory)
 
 
 def prepare_replay(
@@ -105,15 +121,30 @@ class PreparedReplay:
         journal_key: dict[str, object] | None = None,
         shard_size: int | None = None,
         progress: Progress | None = None,
+        backend: str = "auto",
+        workers: int | None = None,
+        concurrency: int | None = None,
+        ray_address: str | None = None,
+        shard_memory: int | None = None,
     ) -> Decisions:
-        """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`)."""
+        """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`).
+
+        ``backend`` (``auto``, ``serial``, ``threads``, ``processes``, ``ray``) runs the shards;
+        ``concurrency`` threads (agents that wait on a model/service, or whose ``act`` is a
+        coroutine), ``workers`` processes or Ray CPUs.  Decisions are identical on every backend.
+        Without ``shard_size``, array-path shards are sized to about ``shard_memory`` bytes.
+        """
         plan = self.plan
         if path == "auto":
             path = "array" if agent.array is not None else "reference"
         if path not in ("array", "reference"):
             raise ConfigError(f"path must be 'auto', 'array' or 'reference'; got {path!r}")
         sds = self.streams
-        size = shard_size or (16 if path == "array" else 1)
+        kind, n_exec = resolve_backend(backend, workers=workers, concurrency=concurrency)
+        if ray_address is not None:
+            kind = "ray" if backend == "auto" else kind
+        shards = shard_layout(plan, sds, path=path, shard_size=shard_size, shard_memory=shard_memory)
+        size = shard_size or (1 if path == "reference" else f"memory:{shard_memory or DEFAULT_SHARD_MEMORY}")
         total = sum(len(sds[s].futures) for s in plan.streams) * plan.n_decisions_per_task
         done = 0
 
@@ -131,15 +162,26 @@ class PreparedReplay:
             jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
                                    for k, v in key.items()})
         per_stream: dict[str, np.ndarray] = {}
-        for k, streams in enumerate(plan.shards(size)):
+        todo = []
+        for k, streams in enumerate(shards):
             if jr is not None and jr.done(k):
                 arrays = jr.load(k)
                 tick(sum(a.size for a in arrays))
+                per_stream.update(zip(streams, arrays, strict=True))
             else:
-                arrays = run_shard(plan, [sds[s] for s in streams], agent, path=path, blocks=self.blocks, tick=tick)
+                todo.append(k)
+        run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
+        job = ShardJob(plan, sds, run_agent, path, self.blocks, tuple(shards))
+        try:
+            # results are collected and journaled here, in the coordinating thread, shard by shard
+            for k, arrays in make_executor(kind, workers=n_exec, address=ray_address).run(job, todo, tick):
+                if kind != "serial":
+                    tick(sum(a.size for a in arrays))
                 if jr is not None:
-                    jr.record(k, list(streams), arrays)
-            per_stream.update(zip(streams, arrays, strict=True))
+                    jr.record(k, list(shards[k]), arrays)
+                per_stream.update(zip(shards[k], arrays, strict=True))
+        finally:
+            close()
         actions = np.concatenate([per_stream[s] for s in plan.streams], axis=-1)
         return replace(self.base, actions=actions, path=path)
 

@@ -201,10 +201,20 @@ def audit(
     path: str = "auto",
     journal: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    backend: str = "auto",
+    workers: int | None = None,
+    concurrency: int | None = None,
+    ray_address: str | None = None,
+    shard_memory: int | None = None,
 ) -> AuditResult:
-    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer."""
+    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
+
+    ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
+    (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend."""
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
-    dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress)
+    dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
+                 backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
+                 shard_memory=shard_memory)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
     settings = {"cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
                 "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
