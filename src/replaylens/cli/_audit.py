@@ -131,13 +131,19 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--reasoning-effort", default=None)
 @click.option("--service-tier", default=None)
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
+@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="With --agent llm: the cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else "
+                   "the user cache directory's replaylens/requests.sqlite.")
+@click.option("--no-cache", is_flag=True, help="With --agent llm: neither read nor write the request cache.")
+@click.option("--cache-sampled", is_flag=True,
+              help="With --agent llm: also cache sampled answers (temperature != 0); default: greedy decoding only.")
 @_with_audit_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
           concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
-          offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
-          level: float, path_: str, quiet: bool) -> None:
+          offline: bool, cache_path: Path | None, no_cache: bool, cache_sampled: bool, cells: str, maps: str | None,
+          seed: int, draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
@@ -157,7 +163,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
                   "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
                   "concurrency": concurrency, "timeout_s": timeout_s, "retries": retries,
                   "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
-                  "seed": seed, **params}
+                  "seed": seed, "cache": False if no_cache else (str(cache_path) if cache_path else True),
+                  "cache_sampled": cache_sampled, **params}
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
     history = read_history(history_path)

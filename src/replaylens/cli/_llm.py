@@ -82,10 +82,16 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
 @click.option("--state-off", is_flag=True, help="The empty-ledger comparator (records removed before serialization).")
 @click.option("--prompt-cache", "memo_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
+@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user cache "
+                   "directory's replaylens/requests.sqlite.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache.")
+@click.option("--cache-sampled", is_flag=True, help="Also cache sampled answers (default: greedy decoding only).")
 @user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
               concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
-              state_off: bool, memo_path: Path | None) -> None:
+              state_off: bool, memo_path: Path | None, cache_path: Path | None, no_cache: bool,
+              cache_sampled: bool) -> None:
     """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
 
     An interrupted run resumes where it stopped (rerun the same command); a finished run is
@@ -103,6 +109,9 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
         backend = LlamaCppBackend(spec.partition("/")[2], n_ctx=2048, n_threads=threads, memo_path=memo_path)
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file)
+    from ..llm._cache import with_cache
+
+    backend = with_cache(backend, False if no_cache else (cache_path or True), sampled=cache_sampled)
     local = spec.startswith("local/")
     conc = concurrency or (1 if local else 16)
     local_timeout = 3600.0  # an in-process model cannot be interrupted mid-request; a busy CPU makes requests slow
@@ -114,6 +123,9 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
+    stats = getattr(backend, "stats", None)
+    if callable(stats):
+        click.echo(f"request cache {stats()['path']}: {stats()['decisions_from_cache']} decision(s) from the cache")
     if ch.gate_ok and not state_off:
         con = ch.renaming_contrast("full")
         click.echo(f"assignment minus renaming (Full): {float(con.mean()):.3f}; Mean agreement (Full, 00): "
