@@ -86,3 +86,65 @@ def test_bad_input_is_one_clear_error() -> None:
         adaptive_cells(lambda c, i: i * 0.0, 10, ["x"], margin=0.0)
     with pytest.raises(ConfigError, match="returned"):
         adaptive_cells(lambda c, i: np.zeros(1), 10, ["x"], rounds=2)
+
+
+# ---------------------------------------------------------------------------------------------- replay level
+
+
+@pytest.fixture(scope="module")
+def bandit():  # type: ignore[no-untyped-def]
+    from replaylens.substrates import make_bandit
+
+    return make_bandit(n_streams=160, slots_per_block=8, n_future=2, rng=3)
+
+
+@pytest.mark.parametrize("rule", ["mean", "latest"])
+def test_adaptive_audit_verdicts_equal_full_matrix(bandit, rule: str) -> None:  # type: ignore[no-untyped-def]
+    from replaylens.agents import load_agent
+    from replaylens.readouts import direct_action_contrast
+    from replaylens.replay import replay
+    from replaylens.report._adaptive import adaptive_audit
+
+    agent = load_agent(rule)
+    kw = {"cells": "value,pair,rename", "maps": "id+ACMR", "seed": 7}
+    res, asked, n_full = adaptive_audit(bandit.history, bandit.futures, bandit.evaluator, agent, rounds=8, **kw)
+    dec = replay(bandit.history, bandit.futures, bandit.evaluator, agent, **kw)  # type: ignore[arg-type]
+    assert n_full == dec.actions.size and asked < n_full
+    for cv in res.cells:
+        vals = direct_action_contrast(dec, cv.cell).values
+        bs = cluster_bootstrap(vals, n_resamples=2000, rng=derive_rng(7, "full", cv.cell))
+        assert cv.verdict == classify(float(bs.low), float(bs.high), 0.05), (rule, cv)
+
+
+def test_adaptive_llm_agent_makes_fewer_calls(bandit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from replaylens.llm import make_agent
+    from replaylens.report._adaptive import adaptive_audit
+
+    agent = make_agent("scripted/mean", run_dir=str(tmp_path / "run"))
+    res, asked, n_full = adaptive_audit(bandit.history, bandit.futures, bandit.evaluator, agent, cells="value,pair",
+                                        maps="id+ACMR", rounds=8)
+    calls = sum(1 for x in (tmp_path / "run/attempts.jsonl").read_text().splitlines() if x.strip())
+    assert calls == asked < 0.6 * n_full
+    assert {cv.cell: cv.verdict for cv in res.cells} == {"value": CHANGES, "pair": NO_CHANGE}
+
+
+def test_cli_adaptive_writes_verdicts_and_reports_unsettled(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from click.testing import CliRunner
+
+    from replaylens.cli._main import cli
+    from replaylens.records import write_evaluator, write_futures, write_history
+    from replaylens.substrates import make_bandit
+
+    sub = make_bandit(n_streams=12, slots_per_block=8, n_future=2, rng=3)
+    h, f, u = (write_history(sub.history, tmp_path / "h.jsonl"), write_futures(sub.futures, tmp_path / "f.jsonl"),
+               write_evaluator(sub.evaluator, tmp_path / "u.jsonl"))
+    res = CliRunner().invoke(cli, ["audit", "--history", str(h), "--future", str(f), "--utilities", str(u),
+                                   "--agent", "mean", "--out", str(tmp_path / "o"), "--cells", "value,pair",
+                                   "--maps", "id+ACMR", "--adaptive", "--rounds", "3", "--margin", "0.05"])
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "o/adaptive.json").read_text())
+    by = {c["cell"]: c["verdict"] for c in out["cells"]}
+    assert by == {"value": CHANGES, "pair": UNSETTLED}  # 12 invariant streams cannot bound the response below 5 %
+    assert "pair: unsettled" in res.output

@@ -17,7 +17,7 @@ round and stopping there does not inflate the error (docs/decisions.md, "Issue 1
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,8 @@ UNSETTLED = "unsettled"
 
 Ask = Callable[[str, np.ndarray], np.ndarray]
 """``ask(cell, stream_indices) -> per-stream action responses in [0, 1]`` (one value per stream asked)."""
+AskRound = Callable[[Sequence[str], np.ndarray], Mapping[str, np.ndarray]]
+"""``ask_round(open_cells, stream_indices) -> {cell: per-stream responses}``: one round for all open cells."""
 
 
 def classify(low: float, high: float, margin: float) -> str:
@@ -124,14 +126,18 @@ class AdaptiveResult:
         return (self.asked + self.aligned_streams) / full
 
 
-def adaptive_cells(ask: Ask, n_streams: int, cells: Sequence[str], *, margin: float = 0.05, rounds: int = 10,
-                   level: float = 0.95, seed: int = 0, min_round: int = 1) -> AdaptiveResult:
+def adaptive_cells(ask: Ask | None, n_streams: int, cells: Sequence[str], *, margin: float = 0.05, rounds: int = 10,
+                   level: float = 0.95, seed: int = 0, min_round: int = 1,
+                   ask_round: AskRound | None = None) -> AdaptiveResult:
     """Ask ``cells`` stream by stream in a random order (``derive_rng(seed, 'adaptive-order')``), in ``rounds``
     equal rounds, and stop each cell once its confidence sequence settles its verdict (see :func:`classify`).
 
     ``ask(cell, streams)`` returns the streams' action responses; every open cell is asked the same
-    streams in a round (their aligned decisions are shared).  Same seed, same order, same verdicts.
+    streams in a round (their aligned decisions are shared); ``ask_round`` asks them all at once instead.
+    Same seed, same order, same verdicts.
     """
+    if (ask is None) == (ask_round is None):
+        raise ConfigError("pass exactly one of ask and ask_round")
     if not 0.0 < margin < 1.0:
         raise ConfigError(f"margin must lie in (0, 1); got {margin}")
     if rounds < 1 or n_streams < 1:
@@ -148,8 +154,9 @@ def adaptive_cells(ask: Ask, n_streams: int, cells: Sequence[str], *, margin: fl
         if chunk.size == 0 or not open_cells:
             break
         seen += int(chunk.size)
+        got = ask_round(open_cells, chunk) if ask_round is not None else {}
         for c in open_cells:
-            vals = np.asarray(ask(c, chunk), dtype=np.float64)
+            vals = np.asarray(got[c] if ask is None else ask(c, chunk), dtype=np.float64)
             if vals.shape != chunk.shape:
                 raise ConfigError(f"ask({c!r}) returned {vals.shape[0] if vals.ndim else 0} values for "
                                   f"{chunk.size} streams")
