@@ -106,9 +106,10 @@ def test_adaptive_audit_verdicts_equal_full_matrix(bandit, rule: str) -> None:  
     from replaylens.report._adaptive import adaptive_audit
 
     agent = load_agent(rule)
-    kw = {"cells": "value,pair,rename", "maps": "id+ACMR", "seed": 7}
-    res, asked, n_full = adaptive_audit(bandit.history, bandit.futures, bandit.evaluator, agent, rounds=8, **kw)
-    dec = replay(bandit.history, bandit.futures, bandit.evaluator, agent, **kw)  # type: ignore[arg-type]
+    res, asked, n_full = adaptive_audit(bandit.history, bandit.futures, bandit.evaluator, agent, rounds=8,
+                                        cells="value,pair,rename", maps="id+ACMR", seed=7)
+    dec = replay(bandit.history, bandit.futures, bandit.evaluator, agent, cells="value,pair,rename", maps="id+ACMR",
+                 seed=7)
     assert n_full == dec.actions.size and asked < n_full
     for cv in res.cells:
         vals = direct_action_contrast(dec, cv.cell).values
