@@ -154,11 +154,10 @@ def test_default_path_and_invalid_answers_are_not_stored(tmp_path: Path, monkeyp
 
 def test_embedded_model_uses_the_cache_and_the_adaptive_driver(tmp_path: Path) -> None:
     """Point 5: the embedded model path shares the request cache and the adaptive machinery."""
+    from conftest import require
     from replaylens import replay
     from replaylens.llm import PAPER_ACTIONS, embedded_model_path, llama_available, make_agent
     from replaylens.report._adaptive import adaptive_audit
-
-    from conftest import require
 
     gguf = embedded_model_path() if llama_available() else None
     if gguf is None:

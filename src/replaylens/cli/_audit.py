@@ -203,11 +203,15 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
     check_inputs(history, futures, evaluator)
     agent = load_agent(agent_spec, params)
     if adaptive:
+        if repeats != 1:
+            raise ConfigError("--adaptive reads the direct action response: use --repeats 1")
         _run_adaptive(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws, seed=seed,
                       margin=margin, rounds=rounds, level=level, path=path_, out=out, quiet=quiet)
         return
+    # the cache changes who pays, not the decisions: kept out of the journal key (the agent spec records it)
+    kept = {k: v for k, v in params.items() if k not in ("cache", "cache_sampled")}
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
-            "agent": agent_spec, "agent_params": params, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
+            "agent": agent_spec, "agent_params": kept, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
