@@ -149,3 +149,36 @@ def test_cli_adaptive_writes_verdicts_and_reports_unsettled(tmp_path) -> None:  
     by = {c["cell"]: c["verdict"] for c in out["cells"]}
     assert by == {"value": CHANGES, "pair": UNSETTLED}  # 12 invariant streams cannot bound the response below 5 %
     assert "pair: unsettled" in res.output
+
+
+def test_cli_adaptive_llm_through_the_fake_endpoint_equals_full_verdicts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from click.testing import CliRunner
+
+    from replaylens.cli._main import cli
+    from replaylens.llm import FakeOpenAIServer
+    from replaylens.records import write_evaluator, write_futures, write_history
+    from replaylens.substrates import make_bandit
+
+    sub = make_bandit(n_streams=24, slots_per_block=8, n_future=1, rng=3)
+    h, f, u = (write_history(sub.history, tmp_path / "h.jsonl"), write_futures(sub.futures, tmp_path / "f.jsonl"),
+               write_evaluator(sub.evaluator, tmp_path / "u.jsonl"))
+    with FakeOpenAIServer(model="fake-model") as srv:
+        def run(out: str, *extra: str) -> None:
+            res = CliRunner().invoke(cli, [
+                "audit", "--history", str(h), "--future", str(f), "--utilities", str(u), "--agent", "llm",
+                "--model", "openai/fake-model", "--base-url", srv.url, "--api-key-env", "", "--no-cache",
+                "--cells", "value", "--maps", "id+ACMR", "--resamples", "2000", "--out", str(tmp_path / out),
+                "--quiet", *extra])
+            assert res.exit_code == 0, res.output
+
+        run("full")
+        n_full = srv.n_requests
+        run("adaptive", "--adaptive", "--rounds", "4")
+        n_adaptive = srv.n_requests - n_full
+    ad = json.loads((tmp_path / "adaptive/adaptive.json").read_text())
+    assert ad["decisions_full_matrix"] == n_full and ad["decisions_replayed"] == n_adaptive < n_full
+    row = json.loads((tmp_path / "full/summary.json").read_text())["rows"][0]
+    lo, hi = row["action_ci"]
+    assert ad["cells"][0]["verdict"] == classify(lo, hi, 0.05) == CHANGES
