@@ -13,6 +13,7 @@ See docs/llm.md.
 from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress
 from ._agent import LLMAgent, make_agent
 from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
+from ._cache import CachedBackend, RequestCache, default_cache_path, with_cache
 from ._fake import FAULTS, FakeOpenAIServer
 from ._joint import (
     CELLS,
@@ -74,6 +75,10 @@ from ._types import (
 )
 
 __all__ = [
+    "CachedBackend",
+    "RequestCache",
+    "default_cache_path",
+    "with_cache",
     "FormatError",
     "LlamaToolBackend",
     "OpenAIToolBackend",
