@@ -75,3 +75,9 @@ def require(feature: str, reason: str) -> None:
     if feature in wanted:
         pytest.fail(f"{reason} (REPLAYLENS_REQUIRE names {feature!r}, so this may not skip)")
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_request_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own cross-run request cache file, never the user's (issue 18)."""
+    monkeypatch.setenv("REPLAYLENS_CACHE", str(tmp_path_factory.mktemp("request-cache") / "requests.sqlite"))

@@ -110,6 +110,27 @@ def _estimate_audit(history: Any, futures: Any, evaluator: Any, agent: Any, llm:
                    group=lambda r: str(r.meta.get("cell", "unattributed")))
 
 
+def _run_adaptive(history: Any, futures: Any, evaluator: Any, agent: Any, *, cells: str, maps: str | None,
+                  draws: int, seed: int, margin: float, rounds: int, level: float, path: str, out: Path,
+                  quiet: bool) -> None:
+    from .._durable import atomic_write
+    from ..report._adaptive import adaptive_audit, adaptive_summary
+
+    res, asked, n_full = adaptive_audit(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws,
+                                        seed=seed, margin=margin, rounds=rounds, level=level, path=path)
+    summary = adaptive_summary(res, asked, n_full)
+    summary["agent"] = dict(agent.spec) or {"name": agent.name}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "adaptive.json", json.dumps(summary, indent=2, default=str).encode())
+    for c in res.cells:
+        verdict = c.verdict.replace("±m", f"±{margin:g}")
+        click.echo(f"{c.cell}: {verdict} [{100 * c.low:.1f}, {100 * c.high:.1f}]% after {c.n_streams} of "
+                   f"{res.n_streams} streams")
+    if not quiet:
+        click.echo(f"adaptive: {asked} of {n_full} decisions ({100 * asked / max(n_full, 1):.1f}%); wrote "
+                   f"{out}/adaptive.json")
+
+
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -202,6 +223,20 @@ def _with_audit_options(fn: F) -> F:
               help="With --backend ray: address of an existing Ray cluster (default: start a local instance).")
 @click.option("--max-shard-memory", "shard_memory_mb", default=None, type=click.IntRange(min=1),
               help="Memory budget of one vectorized shard in MB (default 256); lower it for huge histories.")
+@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="With --agent llm: the cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else "
+                   "the user cache directory's replaylens/requests.sqlite.")
+@click.option("--no-cache", is_flag=True, help="With --agent llm: neither read nor write the request cache.")
+@click.option("--cache-sampled", is_flag=True,
+              help="With --agent llm: also cache sampled answers (temperature != 0); default: greedy decoding only.")
+@click.option("--adaptive", is_flag=True,
+              help="Ask streams in a seeded random order, in rounds, and stop a cell once its anytime-valid interval "
+                   "settles the verdict (writes adaptive.json instead of the full report).")
+@click.option("--margin", default=0.05, show_default=True,
+              type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              help="With --adaptive: equivalence margin m ('no change beyond ±m').")
+@click.option("--rounds", default=10, show_default=True, type=click.IntRange(min=1),
+              help="With --adaptive: number of rounds (equal stream chunks).")
 @_with_audit_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
@@ -209,7 +244,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
           concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
-          shard_memory_mb: int | None, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
+          shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
+          margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
           resamples: int, level: float, path_: str, quiet: bool, response_format: str, **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
@@ -234,7 +270,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                   "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
                   "concurrency": concurrency or 4, "timeout_s": timeout_s, "retries": retries,
                   "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
-                  "seed": seed, **params}
+                  "seed": seed, "cache": False if no_cache else (str(cache_path) if cache_path else True),
+                  "cache_sampled": cache_sampled, **params}
         if not params["model"].startswith(("local/", "scripted/")):
             params.setdefault("response_format", response_format)
     elif model is not None:
@@ -244,8 +281,16 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     evaluator = read_evaluator(util_path)
     check_inputs(history, futures, evaluator)
     agent = load_agent(agent_spec, params)
+    if adaptive:
+        if repeats != 1:
+            raise ConfigError("--adaptive reads the direct action response: use --repeats 1")
+        _run_adaptive(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws, seed=seed,
+                      margin=margin, rounds=rounds, level=level, path=path_, out=out, quiet=quiet)
+        return
+    # the cache changes who pays, not the decisions: kept out of the journal key (the agent spec records it)
+    kept = {k: v for k, v in params.items() if k not in ("cache", "cache_sampled")}
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
-            "agent": agent_spec, "agent_params": params, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
+            "agent": agent_spec, "agent_params": kept, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
     if len(agent_specs) > 1:  # several agents, one prepared plan
         from ._agents_audit import run_agents

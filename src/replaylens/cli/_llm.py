@@ -85,10 +85,16 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
               help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
 @response_format_option
 @cost_options
+@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user cache "
+                   "directory's replaylens/requests.sqlite.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache.")
+@click.option("--cache-sampled", is_flag=True, help="Also cache sampled answers (default: greedy decoding only).")
 @user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
               concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,
-              state_off: bool, memo_path: Path | None, response_format: str, **cost_kw: Any) -> None:
+              state_off: bool, memo_path: Path | None, cache_path: Path | None, no_cache: bool,
+              cache_sampled: bool, response_format: str, **cost_kw: Any) -> None:
     """Run the joint history-menu challenge (3,840 requests) with MODEL, journaled in RUN_DIR.
 
     An interrupted run resumes where it stopped (rerun the same command); a finished run is
@@ -111,6 +117,9 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     else:
         backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
                                response_format=response_format)
+    from ..llm._cache import with_cache
+
+    backend = with_cache(backend, False if no_cache else (cache_path or True), sampled=cache_sampled)
     local = spec.startswith("local/")
     conc = concurrency or (1 if local else 16)
     local_timeout = 3600.0  # an in-process model cannot be interrupted mid-request; a busy CPU makes requests slow
@@ -127,6 +136,9 @@ def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str,
     n_dec = int((ch.Y >= 0).sum())
     click.echo(f"joint challenge with {ch.agent}: {n_dec}/{ch.Y.size} block decisions, gate "
                f"{'passed' if ch.gate_ok else 'NOT passed'}; run directory {run_dir}")
+    stats = getattr(backend, "stats", None)
+    if callable(stats):
+        click.echo(f"request cache {stats()['path']}: {stats()['decisions_from_cache']} decision(s) from the cache")
     if ch.gate_ok and not state_off:
         con = ch.renaming_contrast("full")
         click.echo(f"assignment minus renaming (Full): {float(con.mean()):.3f}; Mean agreement (Full, 00): "

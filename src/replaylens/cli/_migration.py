@@ -125,10 +125,15 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
 @response_format_option
 @cost_options
+@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user cache "
+                   "directory's replaylens/requests.sqlite.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache.")
+@click.option("--cache-sampled", is_flag=True, help="Also cache sampled answers (default: greedy decoding only).")
 @user_errors
 def memory_audit_cmd(model: str, base_url: str | None, run_dir: Path, export_path: Path | None, api_key_env: str,
-                     env_file: str, concurrency: int | None, threads: int | None, response_format: str,
-                     **cost_kw: Any) -> None:
+                     env_file: str, concurrency: int | None, threads: int | None, cache_path: Path | None,
+                     no_cache: bool, cache_sampled: bool, response_format: str, **cost_kw: Any) -> None:
     """Finite-memory repair selection (paper §4.5, C1) with MODEL: 704 development requests, the frozen
     selection, then 768 test requests on 48 new streams (four block items per request).
 
@@ -147,6 +152,9 @@ def memory_audit_cmd(model: str, base_url: str | None, run_dir: Path, export_pat
         return
     backend = memory_backend(spec, base_url=base_url, api_key_env=api_key_env or None, env_file=env_file,
                              threads=threads, n_ctx=2048 if local else 4096, response_format=response_format)
+    from ..llm._cache import with_cache
+
+    backend = with_cache(backend, False if no_cache else (cache_path or True), sampled=cache_sampled)
     acq = AcquireSettings(concurrency=concurrency or (1 if local else 16))
     try:
         a = run_memory_audit(backend, run_dir, acquire=acq, spend=cost.budget(spec))

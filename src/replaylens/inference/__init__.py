@@ -4,6 +4,8 @@
   optionally for ``k`` paired statistics at once);
 * :func:`sign_flip_test` -- two-sided sign-flip test of symmetry about 0 (exact or Monte Carlo);
 * :func:`adjusted_level` -- Bonferroni-adjusted individual level for several contrasts;
+* :func:`adaptive_cells` -- adaptive call budget: stop asking a cell once its anytime-valid
+  :class:`BettingCS` confidence sequence settles the verdict (:func:`classify`);
 * :func:`format_p` -- ``"<0.001"`` / ``"0.023"`` style p-values.
 
 Every draw comes from a Generator normalized by :func:`replaylens.rng.check_rng`.
@@ -11,11 +13,29 @@ Every draw comes from a Generator normalized by :func:`replaylens.rng.check_rng`
 
 from __future__ import annotations
 
+from ._adaptive import (
+    CHANGES,
+    NO_CHANGE,
+    UNSETTLED,
+    AdaptiveResult,
+    BettingCS,
+    CellVerdict,
+    adaptive_cells,
+    classify,
+)
 from ._bootstrap import adjusted_level, cluster_bootstrap
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import format_p, sign_flip_test
 
 __all__ = [
+    "CHANGES",
+    "NO_CHANGE",
+    "UNSETTLED",
+    "AdaptiveResult",
+    "BettingCS",
+    "CellVerdict",
+    "adaptive_cells",
+    "classify",
     "BootstrapResult",
     "SignFlipResult",
     "adjusted_level",

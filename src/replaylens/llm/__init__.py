@@ -15,6 +15,7 @@ from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary
 from ._agent import LLMAgent, make_agent
 from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
 from ._budget import Budget, Pricing, TokenCounter, estimate_requests, load_pricing
+from ._cache import CachedBackend, RequestCache, default_cache_path, with_cache
 from ._fake import FAULTS, FakeOpenAIServer
 from ._joint import (
     CELLS,
@@ -83,6 +84,10 @@ __all__ = [
     "TokenCounter",
     "estimate_requests",
     "load_pricing",
+    "CachedBackend",
+    "RequestCache",
+    "default_cache_path",
+    "with_cache",
     "FormatError",
     "LlamaToolBackend",
     "OpenAIToolBackend",

@@ -24,6 +24,7 @@ from ..errors import AgentError, ConfigError
 from ._acquire import Acquirer, AcquireSettings, AcquireSummary
 from ._backends import Backend, make_backend, prepare_backend
 from ._budget import Budget
+from ._cache import with_cache
 from ._secrets import Redactor
 from ._serialize import (
     Binding,
@@ -210,6 +211,9 @@ class LLMAgent:
         acq = Acquirer(store, self.backend, self.acquire_settings, budget=self.budget)
         summary = acq.run(requests, offline=self.offline)
         self.last_summary = summary
+        stats = getattr(self.backend, "stats", None)
+        if callable(stats):  # the request cache's counters go into the audit manifest (agent spec)
+            self.spec["request_cache"] = stats()
         if summary.access_error is not None:
             raise ConfigError(f"model access failed ({self.backend.settings.model}): {summary.access_error}")
         if summary.budget_stop is not None and any(store.decisions(r.request_id) is None for r in requests):
@@ -320,6 +324,8 @@ def make_agent(
     ledger: str = "block",
     local_readout: str = "logits",
     response_format: str = "auto",
+    cache: str | bool | None = None,
+    cache_sampled: bool = False,
 ) -> Agent:
     """Factory for ``load_agent("replaylens.llm:make_agent", {...})`` / ``--agent replaylens.llm:make_agent``.
 
@@ -330,6 +336,8 @@ def make_agent(
     run is re-analysed with zero model calls.  ``template`` is a JSON prompt-template file.
     ``local_readout`` (``local/`` models only): ``"logits"`` (one forward pass, argmax over the menu
     tokens' logits) or ``"grammar"`` (greedy generation constrained to the menu tokens by a GBNF grammar).
+    ``cache``: the cross-run request cache (a SQLite path, True for the default path, None/False off);
+    ``cache_sampled`` also caches sampled (non-greedy, temperature != 0) answers.
     """
     if model.startswith("local/"):
         from ._local import LlamaCppBackend
@@ -342,6 +350,7 @@ def make_agent(
                                reasoning_effort=reasoning_effort, service_tier=service_tier, params=params,
                                structured=structured, accept_models=tuple(accept_models), noise=noise,
                                seed=seed, response_format=response_format)
+    backend = with_cache(backend, cache, sampled=cache_sampled)
     tpl = PromptTemplate.from_file(template) if template else PromptTemplate()
     tpl = tpl.with_budget(budget)
     acq = AcquireSettings(concurrency=concurrency, timeout_s=timeout_s, retries=retries,
