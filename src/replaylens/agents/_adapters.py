@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ConfigError
 from ._protocols import Agent, ArrayAgent, FutureInput, Namespace, Policy, TaskInput, Writer
 
-__all__ = ["AGENTS", "HistoryReader", "Visible", "from_callables", "load_agent", "register_agent"]
+__all__ = ["AGENTS", "HistoryReader", "Visible", "as_agent", "from_callables", "load_agent", "register_agent"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,12 @@ def _coerce(obj: Any, where: str) -> Agent:
         nm = getattr(obj, "name", type(obj).__name__)
         return Agent(str(nm), obj, obj, array=arr, spec={"name": str(nm), "source": where})
     raise ConfigError(f"{where} did not produce an Agent (or an object with init_state/update/act)")
+
+
+def as_agent(obj: Any) -> Agent:
+    """``obj`` as an :class:`Agent`: an Agent, anything with ``.agent()`` (:class:`HistoryReader`, ...) or an
+    object with ``init_state``/``update``/``act``."""
+    return _coerce(obj, type(obj).__name__)
 
 
 def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:

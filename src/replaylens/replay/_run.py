@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, SupportLookup
+from ..agents import Agent, SupportLookup, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
+from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._engine import StreamData, block_vocabulary, prepare_streams, run_shard, utilities_for
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
@@ -26,7 +29,7 @@ def replay(
     history: History,
     futures: FutureTasks,
     evaluator: Evaluator,
-    agent: Agent,
+    agent: Agent | Any,
     *,
     plan: ReplayPlan | None = None,
     cells: str | Sequence[str] = "value,pair,key_slot",
@@ -39,18 +42,21 @@ def replay(
     journal_key: dict[str, object] | None = None,
     shard_size: int | None = None,
     progress: Progress | None = None,
+    restart: bool = False,
 ) -> Decisions:
     """Replay every planned transformed history through ``agent`` and score the decisions.
 
     ``path``: ``array`` (vectorized, needs ``agent.array``), ``reference`` (plain per-record
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
-    rerun with the same inputs resumes, skipping them.  To replay several agents under one plan,
+    rerun with the same inputs and the same code (agent source files, ReplayLens version) resumes,
+    skipping them; any other journal there is refused unless ``restart`` discards it.  ``agent`` may
+    also be anything with an ``.agent()`` method (a :class:`HistoryReader`, ...).  To replay several agents under one plan,
     :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed)
     return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
-                        progress=progress)
+                        progress=progress, restart=restart)
 
 
 def prepare_replay(
@@ -98,15 +104,17 @@ class PreparedReplay:
 
     def run(
         self,
-        agent: Agent,
+        agent: Agent | Any,
         *,
         path: str = "auto",
         journal: str | os.PathLike[str] | None = None,
         journal_key: dict[str, object] | None = None,
         shard_size: int | None = None,
         progress: Progress | None = None,
+        restart: bool = False,
     ) -> Decisions:
         """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`)."""
+        agent = as_agent(agent)
         plan = self.plan
         if path == "auto":
             path = "array" if agent.array is not None else "reference"
@@ -127,9 +135,12 @@ class PreparedReplay:
         if journal is not None:
             key = {"format": 1, "plan": plan.digest(), "history": self.fingerprints[0],
                    "futures": self.fingerprints[1], "agent": dict(agent.spec) or {"name": agent.name},
-                   "path": path, "shard_size": size, **(journal_key or {})}
+                   "path": path, "shard_size": size, "code": agent_fingerprint(agent),
+                   "engine": engine_fingerprint(), **(journal_key or {})}
             jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
-                                   for k, v in key.items()})
+                                   for k, v in key.items()}, restart=restart)
+            if jr.n_done:
+                print(f"resuming: {jr.n_done} of {len(plan.shards(size))} shards done", file=sys.stderr)
         per_stream: dict[str, np.ndarray] = {}
         for k, streams in enumerate(plan.shards(size)):
             if jr is not None and jr.done(k):
