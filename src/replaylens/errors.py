@@ -76,7 +76,9 @@ class AgentRaised(AgentError):
     user's code outside ReplayLens (``frame``, ``file:line``).
     """
 
-    def __init__(self, agent: str, call: str, where: dict[str, object], exc: BaseException) -> None:
+    def __init__(self, agent: str, call: str, where: dict[str, object], exc: BaseException, *,
+                 hint: str | None = None) -> None:
+        self.hint = hint
         self.agent = agent
         self.call = call
         self.where = dict(where)
@@ -88,8 +90,10 @@ class AgentRaised(AgentError):
         ctx = ", ".join(f"{k} {v!s}" for k, v in self.where.items())
         at = f" at {self.frame}" if self.frame else ""
         msg = str(self.exc).strip().splitlines()[0] if str(self.exc).strip() else ""
-        return (f"agent {self.agent!s} raised {type(self.exc).__name__}{': ' + msg if msg else ''}{at} "
-                f"(in {self.call}; {ctx}); rerun with --traceback for the full trace")
+        what = f"{type(self.exc).__name__}{': ' + msg if msg else ''}{at}"
+        if self.hint:
+            return f"{self.hint} [{what}; in {self.call}; {ctx}]"
+        return f"agent {self.agent!s} raised {what} (in {self.call}; {ctx}); rerun with --traceback for the full trace"
 
 
 def user_frame(exc: BaseException) -> str | None:
@@ -104,5 +108,5 @@ def user_frame(exc: BaseException) -> str | None:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(pkg)]
     own = [f for f in frames if "site-packages" not in f.filename and "dist-packages" not in f.filename
            and not any(os.path.abspath(f.filename).startswith(r) for r in lib_roots)]
-    pick = (own or frames or [None])[-1]
-    return None if pick is None else f"{pick.filename}:{pick.lineno}"
+    chosen = own or frames
+    return f"{chosen[-1].filename}:{chosen[-1].lineno}" if chosen else None

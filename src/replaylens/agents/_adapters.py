@@ -47,12 +47,20 @@ def from_callables(
     stochastic: bool = False,
     namespace: Namespace | None = None,
     array: ArrayAgent | None = None,
+    invariant_to: tuple[str, ...] | str = (),
+    task_invariant: bool = False,
 ) -> Agent:
     """Wrap plain functions: ``init() -> s``, ``update(s, task, key, outcome) -> s``,
-    ``act(s, task, menu[, rng]) -> label``.  ``update`` must not mutate ``s``."""
+    ``act(s, task, menu[, rng]) -> label``.  ``update`` must not mutate ``s``; ``rng`` is the
+    per-decision generator, the only randomness the agent should use."""
     takes_rng = len(inspect.signature(act).parameters) >= 4
     return Agent(name, _CallableWriter(init, update), _CallablePolicy(act, takes_rng), array=array,
-                 stochastic=stochastic, namespace=namespace or Namespace(), spec={"name": name})
+                 stochastic=stochastic, task_invariant=task_invariant, invariant_to=_cells(invariant_to),
+                 namespace=namespace or Namespace(), spec={"name": name})
+
+
+def _cells(x: tuple[str, ...] | str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in x.split(",") if c.strip()) if isinstance(x, str) else tuple(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +82,8 @@ class HistoryReader:
     fn: Callable[[tuple[Visible, ...], FutureInput, tuple[str, ...], np.random.Generator], str]
     name: str = "history-reader"
     stochastic: bool = False
+    invariant_to: tuple[str, ...] | str = ()
+    task_invariant: bool = False
 
     def init_state(self) -> tuple[Visible, ...]:
         return ()
@@ -86,7 +96,8 @@ class HistoryReader:
         return self.fn(state, task, menu, rng)
 
     def agent(self) -> Agent:
-        return Agent(self.name, self, self, stochastic=self.stochastic, spec={"name": self.name})
+        return Agent(self.name, self, self, stochastic=self.stochastic, task_invariant=self.task_invariant,
+                     invariant_to=_cells(self.invariant_to), spec={"name": self.name})
 
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
@@ -124,6 +135,9 @@ def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
     """
     kwargs = dict(params or {})
     if ":" not in spec:
+        if spec.endswith(".py"):
+            raise ConfigError(f"--agent {spec} names a file but not its factory; give {spec}:FACTORY (the function "
+                              "in the file that returns the agent, e.g. {spec}:make)".replace("{spec}", spec))
         if spec not in AGENTS:
             raise ConfigError(f"unknown agent {spec!r}; built-in agents: {', '.join(sorted(AGENTS))}; "
                               "or give module:factory")

@@ -3,28 +3,105 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ._app import F, cli, model_progress, parse_params, resolve_model, user_errors
+from ._app import F, cli, model_progress, parse_params, resolve_model, traceback_option, user_errors
 
 # ------------------------------------------------------------------ shared audit runner
 
 
 def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
-               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool) -> Any:
+               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
+               restart: bool = False, overwrite: bool = False, expect_invariant: str = "",
+               tolerance: float = 0.0) -> Any:
+    """Lock OUT, clean a killed run's leftovers, refuse to overwrite a different run's report, then audit."""
+    from .._durable import LockedError, clean_stale, locked_dir
+    from ..errors import ConfigError
+    from ..replay import plan_replay
+
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    expected = _expectations(expect_invariant, plan)
+    try:
+        with locked_dir(out):
+            clean_stale(out)
+            _check_overwrite(out, arguments, overwrite)
+            return _locked_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
+                                 command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
+                                 level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
+                                 tolerance=tolerance)
+    except LockedError:
+        raise ConfigError(f"{out} is in use by another replaylens run (lock {out}/.lock); wait for it to "
+                          "finish or use a different --out") from None
+
+
+def _expectations(spec: str, plan: Any) -> list[str]:
+    """The cells named by --expect-invariant (``rekey`` included), checked against the plan."""
+    from ..errors import ConfigError
+
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    known = set(plan.cell_names[1:]) | ({"rekey"} if len(plan.maps) > 1 else set())
+    for n in names:
+        if n not in known:
+            raise ConfigError(f"--expect-invariant: {n!r} is not a replayed cell (replayed: "
+                              f"{', '.join(sorted(known))}); add it to --cells")
+    return names
+
+
+def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> None:
+    """Refuse to write over the report of a different run unless --overwrite."""
+    from ..errors import ConfigError
+
+    man = out / "manifest.json"
+    if overwrite or not man.exists():
+        return
+    try:
+        old = json.loads(man.read_text()).get("arguments")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        old = None
+    if json.loads(json.dumps(old, default=str)) != json.loads(json.dumps(arguments, default=str)):
+        raise ConfigError(f"{out} holds the report of a different run; pass --overwrite to replace it, "
+                          "or use a new --out")
+
+
+def violated_expectations(result: Any, expected: list[str], tolerance: float) -> list[str]:
+    """One line per violated --expect-invariant cell (deterministic: a changed share above the tolerance,
+    any change at tolerance 0; stochastic: a T_gr interval lying above the tolerance)."""
+    lines = []
+    for name in expected:
+        row = result.row(name)
+        if row.stochastic:
+            lo = row._ci(0)[0]
+            bad = bool(lo > tolerance) if lo == lo else bool(row.action.estimate > tolerance)
+            what = f"T_gr interval lower bound {100 * lo:.1f}% > tolerance {100 * tolerance:g}%"
+        else:
+            share = row.n_changed / max(row.n_decisions, 1)
+            bad = share > tolerance
+            what = (f"{row.n_changed} of {row.n_decisions} decisions changed ({100 * share:.1f}% > tolerance "
+                    f"{100 * tolerance:g}%)")
+        if bad:
+            lines.append(f"expectation failed: {name} declared invariant, but {what}")
+    return lines
+
+
+def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
+                  command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
+                  path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .. import __version__
-    from ..replay import plan_replay, replay
+    from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
-    from ..report._audit import AuditResult, summarize
+    from ..report._audit import AuditResult, stream_warning, summarize
 
-    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    warn = stream_warning(len(plan.streams))
+    if warn:
+        click.echo(f"replaylens: warning: {warn}", err=True)
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
@@ -36,7 +113,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
 
         dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=str(out / "journal"),
                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)},
-                     progress=progress)
+                     progress=progress, restart=restart)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
     files = []
@@ -51,6 +128,11 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                            packages=package_versions())
     write_results(result, manifest, out)
     _print_summary(result, out, quiet)
+    failed = violated_expectations(result, expected, tolerance)
+    for line in failed:
+        click.echo(line, err=True)
+    if failed:
+        sys.exit(1)
     return result
 
 
@@ -58,7 +140,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe gets unwrapped rows
     s = result.summary()
     lv = f"{100 * s['level']:g}%"
     table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "
@@ -114,7 +196,8 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Counterfactual utility table (the evaluator).")
 @click.option("--agent", "agent_spec", required=True,
-              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory.")
+              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...), module:factory, or "
+                   "path/to/file.py:factory (modules beside the file can be imported).")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
 @click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
@@ -125,18 +208,32 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--env-file", default=".env", show_default=True, help="Optional .env file read for the API key.")
 @click.option("--namespace", "llm_namespace", default="arm", show_default=True,
               help="With --agent llm: label namespace shown to the model (arm, opaque, AD, WZ, semantic, ...).")
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1))
-@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1))
-@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0))
-@click.option("--reasoning-effort", default=None)
-@click.option("--service-tier", default=None)
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1),
+              help="With --agent llm: model requests in flight at once.")
+@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1),
+              help="With --agent llm: seconds before one model request is abandoned and retried.")
+@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0),
+              help="With --agent llm: retries of a failed model request (with backoff).")
+@click.option("--reasoning-effort", default=None,
+              help="With --agent llm: reasoning effort passed to the endpoint (e.g. low, medium, high).")
+@click.option("--service-tier", default=None, help="With --agent llm: service tier passed to the endpoint.")
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
+@click.option("--restart", is_flag=True, help="Discard the replay journal in OUT and start over (needed after the "
+              "agent's code, parameters or ReplayLens changed).")
+@click.option("--overwrite", is_flag=True, help="Write over an existing report of a different run in OUT.")
+@click.option("--expect-invariant", default="", metavar="CELLS", help="CI gate: comma list of cells (and rekey) "
+              "the agent must be invariant to; exit 1 with one line per violated expectation.")
+@click.option("--tolerance", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="With --expect-invariant: allowed share of changed decisions (deterministic agents) or "
+                   "T_gr interval lower bound (stochastic agents).")
+@traceback_option
 @_with_audit_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: str, agent_param: tuple[str, ...],
           out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
           concurrency: int, timeout_s: float, retries: int, reasoning_effort: str | None, service_tier: str | None,
-          offline: bool, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
+          offline: bool, restart: bool, overwrite: bool, expect_invariant: str, tolerance: float,
+          cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
           level: float, path_: str, quiet: bool) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
@@ -171,7 +268,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_spec: st
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet, restart=restart,
+               overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance)
 
 
 @cli.command()

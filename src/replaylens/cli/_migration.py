@@ -92,8 +92,8 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
                     click.echo(f"    {line}")
         if gate is not None:
             click.echo(f"policy calls: {gate.summary()}; run directory {run_dir}")
-    if gate is not None and not gate.ok:
-        sys.exit(1)
+    if (gate is not None and not gate.ok) or not all(r.safe for r in reports):
+        sys.exit(1)  # an UNSAFE migration is a failed expectation (exit code 1)
 
 
 @cli.command("memory-audit")

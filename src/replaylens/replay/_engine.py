@@ -310,7 +310,7 @@ def _plain(x: object) -> object:
     return x.item() if isinstance(x, np.generic) else x
 
 
-class _agent_call:  # noqa: N801  (used as a context manager, like contextlib helpers)
+class _agent_call:
     """Turn an exception raised by the agent's own code into :class:`AgentRaised` naming where it was."""
 
     __slots__ = ("agent", "call", "where")

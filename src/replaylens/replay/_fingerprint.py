@@ -66,7 +66,7 @@ def _objects(agent: Agent) -> Iterator[Any]:
 
 
 def _source(obj: Any) -> Path | None:
-    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+    target: Any = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
     if inspect.ismethod(target):
         target = target.__func__
     try:

@@ -14,8 +14,8 @@ from ..agents import Agent, SupportLookup, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
-from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._engine import StreamData, block_vocabulary, prepare_streams, run_shard, utilities_for
+from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
@@ -50,8 +50,8 @@ def replay(
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
     rerun with the same inputs and the same code (agent source files, ReplayLens version) resumes,
     skipping them; any other journal there is refused unless ``restart`` discards it.  ``agent`` may
-    also be anything with an ``.agent()`` method (a :class:`HistoryReader`, ...).  To replay several agents under one plan,
-    :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
+    also be anything with an ``.agent()`` method (a :class:`HistoryReader`, ...).  To replay several
+    agents under one plan, :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed)

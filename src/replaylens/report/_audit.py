@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import Agent
+from ..agents import Agent, as_agent
 from ..inference import BootstrapResult, SignFlipResult, cluster_bootstrap, sign_flip_test
 from ..maps import SlotSpec
 from ..readouts import (
@@ -37,7 +37,41 @@ from ..records import Evaluator, FutureTasks, History
 from ..replay import Decisions, plan_replay, replay
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "audit", "summarize"]
+__all__ = ["AuditResult", "CellSummary", "audit", "pct", "strict_json", "stream_warning", "summarize"]
+
+MIN_STREAMS = 8
+
+
+def pct(x: float, *, signed: bool = False) -> str:
+    """A share as a percentage with one decimal; never ``-0.0`` (NaN prints ``n/a``)."""
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    v = round(100 * float(x), 1) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{v:+.1f}" if signed and v else f"{v:.1f}"
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by ``None`` (strict JSON: null, never NaN)."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, np.floating):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
+def stream_warning(n_streams: int) -> str | None:
+    """The warning printed (console and report) when there are too few streams for cluster intervals."""
+    if n_streams < 2:
+        return ("only 1 stream: stream-cluster intervals and tests are n/a (they resample whole streams; "
+                "one stream gives nothing to resample)")
+    if n_streams < MIN_STREAMS:
+        return (f"only {n_streams} streams: stream-cluster intervals are unreliable with fewer than "
+                f"{MIN_STREAMS} streams (too few clusters to resample)")
+    return None
 
 REKEY_MIGRATION = "renaming identifiers in the history only"
 
@@ -61,13 +95,26 @@ class CellSummary:
     def _ci(self, j: int) -> list[float]:
         return [float(np.asarray(self.interval.low)[j]), float(np.asarray(self.interval.high)[j])]
 
+    @property
+    def stochastic(self) -> bool:
+        """The action readout is the signed, repeat-corrected T_gr (a stochastic agent)."""
+        return self.action_name.startswith("T_gr")
+
     def verdict(self) -> str:
         """One plain line: does this migration operation change decisions?"""
         lo, hi = self._ci(0)
+        if self.stochastic:
+            ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo)}, {pct(hi)}"
+            est = f"T_gr {pct(self.action.estimate, signed=True)}% [{ci}]"
+            if np.isnan(lo) or lo <= 0:
+                return f"{self.migration}: no change beyond decoding noise ({est})"
+            return (f"{self.migration}: changes the decision distribution beyond decoding noise ({est}; "
+                    f"utility {self.utility.estimate:+.4f})")
         if self.n_changed == 0:
             return f"{self.migration}: no change detected (0 of {self.n_decisions} decisions changed)"
-        return (f"{self.migration}: changes decisions on {100 * self.action.estimate:.1f}% of tasks "
-                f"[{100 * lo:.1f}, {100 * hi:.1f}] ({self.n_changed} of {self.n_decisions} decisions; "
+        ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo)}, {pct(hi)}"
+        return (f"{self.migration}: changes decisions on {pct(self.action.estimate)}% of tasks "
+                f"[{ci}] ({self.n_changed} of {self.n_decisions} decisions; "
                 f"utility {self.utility.estimate:+.4f})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,8 +158,10 @@ class AuditResult:
         return [r.verdict() for r in self.rows]
 
     def summary(self) -> dict[str, Any]:
+        """The summary.json content: strict JSON (null, never NaN)."""
         d = self.decisions
-        return {
+        warn = stream_warning(len(d.plan.streams))
+        return strict_json({
             "format": 1,
             "agent": self.agent.name,
             "labels": list(d.plan.labels),
@@ -130,7 +179,8 @@ class AuditResult:
             "aligned": {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))},
             "rows": [r.to_dict() for r in self.rows],
             "verdicts": self.verdicts(),
-        }
+            "warnings": [warn] if warn else [],
+        })
 
 
 def _aligned_mean(d: Decisions, y: str) -> float:
@@ -189,7 +239,7 @@ def audit(
     history: History,
     futures: FutureTasks,
     evaluator: Evaluator,
-    agent: Agent,
+    agent: Agent | Any,
     *,
     cells: str | Sequence[str] = "value,pair,key_slot,mask,reorder,rename",
     maps: str | Sequence[str] | None = None,
@@ -202,7 +252,11 @@ def audit(
     journal: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> AuditResult:
-    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer."""
+    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
+
+    ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
+    """
+    agent = as_agent(agent)
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
     dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
