@@ -50,6 +50,8 @@ def user_errors(fn: F) -> F:
             msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
             click.echo(f"replaylens: error: {msg}", err=True)
             sys.exit(2)
+        finally:
+            _SHOW_TRACEBACK["on"] = False  # one invocation's flag (tests run many in one process)
     return wrapper  # type: ignore[return-value]
 
 

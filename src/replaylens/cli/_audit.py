@@ -29,7 +29,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
     try:
         with locked_dir(out):
             clean_stale(out)
-            _check_overwrite(out, arguments, overwrite)
+            restart = _check_overwrite(out, arguments, overwrite) or restart
             return _locked_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
                                  command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
                                  level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
@@ -52,20 +52,24 @@ def _expectations(spec: str, plan: Any) -> list[str]:
     return names
 
 
-def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> None:
-    """Refuse to write over the report of a different run unless --overwrite."""
+def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> bool:
+    """Refuse to write over the report of a different run unless --overwrite (True: overwrite one, so
+    its journal is discarded too)."""
     from ..errors import ConfigError
 
     man = out / "manifest.json"
-    if overwrite or not man.exists():
-        return
+    if not man.exists():
+        return False
     try:
         old = json.loads(man.read_text()).get("arguments")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         old = None
-    if json.loads(json.dumps(old, default=str)) != json.loads(json.dumps(arguments, default=str)):
+    if json.loads(json.dumps(old, default=str)) == json.loads(json.dumps(arguments, default=str)):
+        return False
+    if not overwrite:
         raise ConfigError(f"{out} holds the report of a different run; pass --overwrite to replace it, "
                           "or use a new --out")
+    return True
 
 
 def violated_expectations(result: Any, expected: list[str], tolerance: float) -> list[str]:
@@ -136,9 +140,19 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     return result
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.4f}"
+
+
+def _iv(ci: list[float | None], fmt: Any) -> str:
+    return "[n/a]" if any(v is None for v in ci) else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from ..report._audit import pct
 
     console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe gets unwrapped rows
     s = result.summary()
@@ -151,9 +165,10 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     table.add_column(f"ΔO [{lv}]", justify="right")
     for r in s["rows"]:
         a, u, o = r["action_ci"], r["delta_utility_ci"], r["delta_oracle_ci"]
-        table.add_row(r["cell"], f"{100 * r['action']:.1f}% [{100 * a[0]:.1f}, {100 * a[1]:.1f}]",
-                      f"{r['delta_utility']:+.4f} [{u[0]:+.4f}, {u[1]:+.4f}]",
-                      f"{100 * r['delta_oracle']:+.1f}pp [{100 * o[0]:+.1f}, {100 * o[1]:+.1f}]")
+        sg = r["action_readout"].startswith("T_gr")  # signed, repeat-corrected
+        table.add_row(r["cell"], f"{pct(r['action'], signed=sg)}% {_iv(a, lambda x: pct(x, signed=sg))}",
+                      f"{_num(r['delta_utility'])} {_iv(u, _num)}",
+                      f"{pct(r['delta_oracle'], signed=True)}pp {_iv(o, lambda x: pct(x, signed=True))}")
     if not quiet:
         console.print(table)
     for v in result.verdicts():
