@@ -112,7 +112,7 @@ def test_temp_names_are_unique_per_write(tmp_path: Path) -> None:
 
 def test_corrupt_journal_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "journal.json").write_text("{not json")
-    with pytest.raises(JournalError, match="corrupt JSON.*--restart"):
+    with pytest.raises(JournalError, match=r"corrupt JSON.*--restart"):
         Journal(tmp_path, {"plan": "p"})
 
 
