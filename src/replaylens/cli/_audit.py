@@ -166,7 +166,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     for r in s["rows"]:
         a, u, o = r["action_ci"], r["delta_utility_ci"], r["delta_oracle_ci"]
         sg = r["action_readout"].startswith("T_gr")  # signed, repeat-corrected
-        table.add_row(r["cell"], f"{pct(r['action'], signed=sg)}% {_iv(a, lambda x: pct(x, signed=sg))}",
+        table.add_row(r["cell"], f"{pct(r['action'], signed=sg)}% {_iv(a, lambda x, sg=sg: pct(x, signed=sg))}",
                       f"{_num(r['delta_utility'])} {_iv(u, _num)}",
                       f"{pct(r['delta_oracle'], signed=True)}pp {_iv(o, lambda x: pct(x, signed=True))}")
     if not quiet:
