@@ -336,3 +336,44 @@ def test_history_reader_plugs_in_directly(small) -> None:
     fc = from_callables(lambda: 0, lambda s, t, k, u: s, lambda s, t, m: m[0], invariant_to=("pair",),
                         task_invariant=True)
     assert fc.invariant_to == ("pair",) and fc.task_invariant
+
+
+# ---------------------------------------------------------------- 9. resolution: the state-level response
+
+
+class _RecencyWriter:
+    """Per-key mean plus a 1e-4 recency weight: the state moves under pair, decisions do not."""
+
+    name = "recency"
+
+    def init_state(self):
+        return ()
+
+    def update(self, state, task, key, outcome):
+        d = dict(state)
+        n, m, r = d.get(key, (0, 0.0, 0.0))
+        d[key] = (n + 1, m + (outcome - m) / (n + 1), 0.9999 * r + 1e-4 * outcome)
+        return tuple(sorted(d.items()))
+
+    def act(self, state, task, menu, rng):
+        d = dict(state)
+        return max(menu, key=lambda a: (d.get(a, (0, 0.0, 0.0))[1], a))
+
+    def state_fingerprint(self, state):
+        return state
+
+
+def test_state_level_response_catches_a_false_invariance(small) -> None:
+    from replaylens.agents import Agent
+
+    w = _RecencyWriter()
+    agent = Agent("recency", w, w, invariant_to=("pair",))
+    rep = check_writer(agent, n_streams=4, cells="pair,value")
+    pair = next(r for r in rep.relations if r.relation == "pair")
+    assert pair.changed == 0 and pair.state_changed is not None and pair.state_changed > 0
+    assert "VIOLATED at the state level" in pair.status and not rep.passed
+    res = audit(small.history, small.futures, small.evaluator, agent, cells="pair", maps="", n_resamples=100)
+    st = res.summary()["state_response"]["pair"]
+    assert st["changed"] > 0 and st["total"] >= st["changed"]
+    honest = Agent("mean-like", w, w)  # same writer without the declaration: reported, not failed
+    assert check_writer(honest, n_streams=2, cells="pair").relations[0].status.startswith("no decision change")

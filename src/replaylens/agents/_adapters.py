@@ -77,6 +77,7 @@ class HistoryReader:
     """Adapter for agents that read the whole transformed history (LLM prompts, memory pipelines).
 
     The state is the tuple of visible records; ``fn(records, task, menu, rng) -> label`` decides.
+    ``rng`` is the per-decision generator, the only randomness the reader should use.
     """
 
     fn: Callable[[tuple[Visible, ...], FutureInput, tuple[str, ...], np.random.Generator], str]
@@ -84,6 +85,9 @@ class HistoryReader:
     stochastic: bool = False
     invariant_to: tuple[str, ...] | str = ()
     task_invariant: bool = False
+    state_fingerprint: Callable[[tuple[Visible, ...]], Any] | None = None
+    """Optional: a fingerprint of what the reader keeps of the history (its state is the raw history,
+    so no state-level response is read without one)."""
 
     def init_state(self) -> tuple[Visible, ...]:
         return ()

@@ -101,7 +101,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     from .. import __version__
     from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
-    from ..report._audit import AuditResult, stream_warning, summarize
+    from ..report._audit import AuditResult, state_responses, stream_warning, summarize
 
     warn = stream_warning(len(plan.streams))
     if warn:
@@ -119,7 +119,8 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)},
                      progress=progress, restart=restart)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
-    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
+    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
+                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -173,6 +174,9 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
         console.print(table)
     for v in result.verdicts():
         click.echo(v)
+    for cell, st in s["state_response"].items():
+        click.echo(f"state response S_{cell} vs S_aligned: {int(st['changed'])} of {int(st['total'])} states "
+                   "changed" + (" (no decision change is not invariance)" if st["changed"] else ""))
     if not quiet:
         click.echo(f"wrote {out}/report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 

@@ -31,10 +31,11 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
     agent = load_agent(agent_spec, parse_params(agent_param))
     rep = check_writer(agent, n_streams=streams, seed=seed, cells=cells)
     table = Table(title=f"check-writer: {rep.agent}")
-    for col in ("relation", "what it changes", "response", "changed decisions", "status"):
+    for col in ("relation", "what it changes", "response", "changed decisions", "changed states", "status"):
         table.add_column(col)
     for r in rep.relations:
-        table.add_row(r.relation, r.description, f"{100 * r.response:.1f}%", f"{r.changed}/{r.decisions}", r.status)
+        table.add_row(r.relation, r.description, f"{100 * r.response:.1f}%", f"{r.changed}/{r.decisions}", r.state,
+                      r.status)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     for c in rep.checks:
         click.echo(f"[{'pass' if c.passed else 'FAIL'}] {c.name}: {c.detail}")

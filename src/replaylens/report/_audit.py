@@ -34,10 +34,19 @@ from ..readouts import (
     t_gr,
 )
 from ..records import Evaluator, FutureTasks, History
-from ..replay import Decisions, plan_replay, replay
+from ..replay import (
+    Decisions,
+    ReplayPlan,
+    plan_replay,
+    prepare_replay,
+    replay,
+    state_fingerprinter,
+    state_response,
+)
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "audit", "pct", "strict_json", "stream_warning", "summarize"]
+__all__ = ["AuditResult", "CellSummary", "audit", "pct", "state_responses", "strict_json", "stream_warning",
+           "summarize"]
 
 MIN_STREAMS = 8
 
@@ -180,6 +189,7 @@ class AuditResult:
             "rows": [r.to_dict() for r in self.rows],
             "verdicts": self.verdicts(),
             "warnings": [warn] if warn else [],
+            "state_response": self.settings.get("state_response", {}),
         })
 
 
@@ -203,6 +213,23 @@ def _row(d: Decisions, cell: str, migration: str, action: StreamValues, util: St
     tu = sign_flip_test(util.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-u", index))
     to = sign_flip_test(orac.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-o", index))
     return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
+
+
+def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent,
+                    plan: ReplayPlan) -> dict[str, dict[str, float]]:
+    """State-level responses (S_cell vs S_aligned) of every history cell, when the agent offers a state
+    fingerprint (``state_fingerprint(state)`` or plain hashable states); else empty."""
+    if state_fingerprinter(agent) is None:
+        return {}
+    prepared = prepare_replay(history, futures, evaluator, plan=plan)
+    out: dict[str, dict[str, float]] = {}
+    for cell in plan.cells[1:]:
+        if cell.menu_map:
+            continue  # consistent renaming is the identity at ρ = id
+        sr = state_response(prepared.plan, prepared.streams, agent, cell.name)
+        if sr is not None:
+            out[cell.name] = {"changed": sr.changed, "total": sr.total, "share": sr.share}
+    return out
 
 
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
@@ -260,6 +287,7 @@ def audit(
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
     dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
-    settings = {"cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
+    settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
                 "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
     return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)

@@ -17,7 +17,7 @@ import numpy as np
 from ..agents import Agent, FutureInput, TaskInput, as_agent
 from ..errors import AgentRaised, ConfigError
 from ..readouts import a_rekey, direct_action_contrast
-from ..replay import Decisions, replay
+from ..replay import Decisions, prepare_replay, replay, state_fingerprinter, state_response
 from ..substrates import make_bandit
 
 __all__ = ["CheckResult", "RelationCheck", "WriterReport", "check_writer"]
@@ -43,15 +43,36 @@ class RelationCheck:
     changed: int
     decisions: int
     declared_invariant: bool
+    state_changed: int | None = None  # states (stream × prefix end) that differ from aligned; None: not read
+    states: int = 0
 
     @property
     def depends(self) -> bool:
         return self.changed > 0
 
     @property
+    def state_depends(self) -> bool:
+        return bool(self.state_changed)
+
+    @property
+    def violated(self) -> bool:
+        return self.declared_invariant and (self.depends or self.state_depends)
+
+    @property
+    def state(self) -> str:
+        """The state-level response S_cell vs S_aligned ("n/a" without a state fingerprint)."""
+        return "n/a" if self.state_changed is None else f"{self.state_changed}/{self.states}"
+
+    @property
     def status(self) -> str:
         if self.declared_invariant:
-            return "ok (declared invariant, exactly zero)" if not self.depends else "VIOLATED (declared invariant)"
+            if self.depends:
+                return "VIOLATED (declared invariant)"
+            if self.state_depends:
+                return "VIOLATED at the state level (declared invariant; no decision changed)"
+            return "ok (declared invariant, exactly zero)"
+        if not self.depends and self.state_depends:
+            return "no decision change, but the state changes"
         return "depends" if self.depends else "no change"
 
 
@@ -75,8 +96,7 @@ class WriterReport:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks) and not any(
-            r.declared_invariant and r.depends for r in self.relations)
+        return all(c.passed for c in self.checks) and not any(r.violated for r in self.relations)
 
     def depends_on(self) -> list[str]:
         return [r.relation for r in self.relations if r.depends]
@@ -122,10 +142,13 @@ def check_writer(agent: Agent | Any, *, n_streams: int = 8, seed: int = 0,
         raise AgentRaised(agent.name, exc.call, {**exc.where, "cell": "mask"}, exc.exc, hint=hint) from exc.exc
     declared = set(agent.invariant_to)
     rels: list[RelationCheck] = []
+    prepared = prepare_replay(h, f, e, cells=cell_list, seed=seed) if state_fingerprinter(agent) else None
     for cell in chosen:
         ch, n = _changed(dec, cell)
+        sr = None if prepared is None or cell == "rename" else \
+            state_response(prepared.plan, prepared.streams, agent, cell)
         rels.append(RelationCheck(cell, RELATIONS[cell], direct_action_contrast(dec, cell).estimate, ch, n,
-                                  cell in declared))
+                                  cell in declared, None if sr is None else sr.changed, 0 if sr is None else sr.total))
     ch = int((dec.actions[0][1:] != dec.actions[0][:1]).sum())
     rels.append(RelationCheck("rekey", RELATIONS["rekey"], a_rekey(dec).estimate, ch,
                               int(dec.actions[0][1:].size), "rekey" in declared))
