@@ -377,3 +377,11 @@ def test_state_level_response_catches_a_false_invariance(small) -> None:
     assert st["changed"] > 0 and st["total"] >= st["changed"]
     honest = Agent("mean-like", w, w)  # same writer without the declaration: reported, not failed
     assert check_writer(honest, n_streams=2, cells="pair").relations[0].status.startswith("no decision change")
+
+
+def test_tables_are_not_wrapped_on_a_pipe(inputs, tmp_path: Path) -> None:
+    res = _run(["audit", *inputs, "--agent", "mean", "--out", str(tmp_path / "o"), "--maps", "1032",
+                "--resamples", "200", "--cells", "value,pair"])
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.stdout.splitlines() if ln.startswith("│ value") or ln.startswith("│ rekey")]
+    assert len(rows) == 2 and all(len(r) > 80 for r in rows)

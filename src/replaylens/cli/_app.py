@@ -108,6 +108,14 @@ def model_progress(console: Any, progress: Any = None) -> Iterator[None]:
 
 
 
+def table_console() -> Any:
+    """A rich Console for result tables: terminal width on a terminal; on a pipe or file wide enough that
+    rows are never wrapped or names truncated (rich would otherwise assume 80 columns)."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 1000)
+
+
 def resolve_model(model: str) -> str:
     if model == "local/embedded":
         from ..llm import embedded_model_path

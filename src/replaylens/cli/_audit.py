@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ._app import F, cli, model_progress, parse_params, resolve_model, traceback_option, user_errors
+from ._app import F, cli, model_progress, parse_params, resolve_model, table_console, traceback_option, user_errors
 
 # ------------------------------------------------------------------ shared audit runner
 
@@ -150,12 +150,11 @@ def _iv(ci: list[float | None], fmt: Any) -> str:
 
 
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from ..report._audit import pct
 
-    console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe gets unwrapped rows
+    console = table_console()
     s = result.summary()
     lv = f"{100 * s['level']:g}%"
     table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._app import cli, parse_params, traceback_option, user_errors
+from ._app import cli, parse_params, table_console, traceback_option, user_errors
 
 
 @cli.command("check-writer")
@@ -22,7 +22,6 @@ from ._app import cli, parse_params, traceback_option, user_errors
 @user_errors
 def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int, seed: int, cells: str) -> None:
     """Conformance kit: which relations does a writer/policy depend on, and do its declared invariances hold?"""
-    from rich.console import Console
     from rich.table import Table
 
     from ..agents import load_agent
@@ -36,7 +35,7 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
     for r in rep.relations:
         table.add_row(r.relation, r.description, f"{100 * r.response:.1f}%", f"{r.changed}/{r.decisions}", r.state,
                       r.status)
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    table_console().print(table)
     for c in rep.checks:
         click.echo(f"[{'pass' if c.passed else 'FAIL'}] {c.name}: {c.detail}")
     deps = rep.depends_on()
