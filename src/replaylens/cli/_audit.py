@@ -338,4 +338,5 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
                arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet,
+               overwrite=True)  # the demo directory is a scratch space: a changed demo replaces it
