@@ -385,3 +385,23 @@ def test_tables_are_not_wrapped_on_a_pipe(inputs, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     rows = [ln for ln in res.stdout.splitlines() if ln.startswith("│ value") or ln.startswith("│ rekey")]
     assert len(rows) == 2 and all(len(r) > 80 for r in rows)
+
+
+def test_lock_is_held_across_processes(inputs, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    code = ("import sys, time, pathlib; from replaylens._durable import locked_dir\n"
+            "with locked_dir(pathlib.Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(30)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        res = _run(["audit", *inputs, "--agent", "mean", "--out", str(out), *FAST])
+        assert res.exit_code == 2 and "in use by another replaylens run" in res.stderr
+    finally:
+        holder.kill()
+        holder.communicate()
+    time.sleep(0.1)
+    assert _run(["audit", *inputs, "--agent", "mean", "--out", str(out), *FAST]).exit_code == 0
