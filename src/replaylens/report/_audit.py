@@ -113,7 +113,7 @@ class CellSummary:
         """One plain line: does this migration operation change decisions?"""
         lo, hi = self._ci(0)
         if self.stochastic:
-            ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo)}, {pct(hi)}"
+            ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo, signed=True)}, {pct(hi, signed=True)}"
             est = f"T_gr {pct(self.action.estimate, signed=True)}% [{ci}]"
             if np.isnan(lo) or lo <= 0:
                 return f"{self.migration}: no change beyond decoding noise ({est})"
