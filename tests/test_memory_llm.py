@@ -241,7 +241,7 @@ def test_check_migration_policy_through_the_fake_server(tmp_path: Path, monkeypa
     monkeypatch.chdir(ROOT)
     base = ["check-migration", "--memory", "docs.examples.deque_memory:make", "--events", str(ev), "--json"]
     res = CliRunner().invoke(cli, [*base, "--policy", "scripted/mean"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # reorder/merge are UNSAFE: exit 1
     scripted = {r["op"]: r["decision_audit"] for r in json.loads(res.output)}
     assert scripted["reindex"]["disagreement"] == 0.0 and scripted["relabel"]["disagreement"] == 0.0
     assert scripted["reorder"]["disagreement"] > 0 and scripted["reorder"]["repeat_corrected"]
@@ -249,12 +249,12 @@ def test_check_migration_policy_through_the_fake_server(tmp_path: Path, monkeypa
         args = [*base, "--policy", "openai/mem-model", "--base-url", srv.url, "--api-key-env", "",
                 "--run-dir", str(tmp_path / "llm"), "--repeats", "2"]
         res = CliRunner().invoke(cli, args)
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == 1, res.output
         served = {r["op"]: r["decision_audit"] for r in json.loads(res.output)}
         n = srv.n_requests
         assert n == 3 * 5 * 2  # blocks × (aligned + 4 operations) × repeats, one block per request
         res = CliRunner().invoke(cli, args)  # rerun: resumes from the journal, zero new calls
-        assert res.exit_code == 0 and srv.n_requests == n
+        assert res.exit_code == 1 and srv.n_requests == n
     for op, d in served.items():
         assert d["disagreement"] == scripted[op]["disagreement"] and d["model"] == "mem-model"
         assert d["blocks_changed"] == scripted[op]["blocks_changed"]
@@ -284,7 +284,7 @@ def test_documented_decision_example(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
     res = CliRunner().invoke(cli, ["check-migration", "--memory", "docs.examples.deque_memory:make", "--events",
                                    "docs/examples/memory-events.jsonl", "--policy", "scripted/mean"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the example shows UNSAFE operations
     shown = [ln for ln in doc.split("--policy scripted/mean\n", 1)[1].split("```", 1)[0].splitlines()
              if ln and ln != "..."]
     assert len(shown) == 4 and all(ln in res.output.splitlines() for ln in shown)

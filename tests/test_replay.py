@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from replaylens.agents import Agent, HistoryReader, ReferenceRule, from_callables, load_agent
-from replaylens.errors import AgentError, JournalError
+from replaylens.errors import AgentError, AgentRaised, JournalError
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm
 from replaylens.records import Evaluator, FutureTasks, History
 from replaylens.replay import plan_replay, prepare_replay, replay
@@ -312,7 +312,7 @@ def test_journal_resume_loads_shards_array(bandit, tmp_path: Path, monkeypatch) 
     second = replay(bandit.history, bandit.futures, bandit.evaluator, load_agent("mean"), **kw)
     assert np.array_equal(first.actions, second.actions)
     assert second.equals(first)
-    with pytest.raises(RuntimeError, match="must not be called"):
+    with pytest.raises(AgentRaised, match="must not be called"):
         replay(bandit.history, bandit.futures, bandit.evaluator, load_agent("mean"), cells="value,pair",
                draws=2, seed=3)
 

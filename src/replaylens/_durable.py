@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_dir"]
+__all__ = ["LockedError", "atomic_write", "clean_stale", "fsync_dir", "locked_dir"]
+
+
+class LockedError(OSError):
+    """Another process holds the directory's lock."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -22,10 +31,47 @@ def fsync_dir(path: Path) -> None:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary sibling, fsync it, rename it over ``path`` and fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)  # unique per call: two writers never share (or delete) each other's temp file
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def locked_dir(root: Path) -> Iterator[Path]:
+    """Hold an exclusive ``fcntl`` lock on ``root/.lock`` for the block; raise :class:`LockedError` at
+    once when another process holds it (the lock dies with its process, so a killed run never blocks)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fh = (root / ".lock").open("a+")
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockedError(f"{root} is in use by another run") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        yield root
+    finally:
+        fh.close()
+
+
+def clean_stale(root: Path, pattern: str = ".writing-*") -> int:
+    """Remove leftovers of a killed run (call it while holding :func:`locked_dir`); returns how many."""
+    n = 0
+    for p in root.glob(pattern):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        n += 1
+    return n

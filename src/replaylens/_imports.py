@@ -30,6 +30,9 @@ def import_target(spec: str, what: str) -> Any:
             raise ConfigError(f"cannot load {what} file {mod_name!r}")
         mod = importlib.util.module_from_spec(loader_spec)
         sys.modules[uniq] = mod
+        folder = str(path.resolve().parent)  # modules beside the file can be imported
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         try:
             loader_spec.loader.exec_module(mod)
         except Exception as exc:  # user code: report it in one line

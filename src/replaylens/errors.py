@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "AgentRaised",
     "ConfigError",
     "InputError",
     "JournalError",
@@ -65,3 +66,47 @@ class JournalError(ReplayLensError):
 
 class AgentError(ReplayLensError):
     """A writer or policy misbehaved (e.g. chose an action outside the menu)."""
+
+
+class AgentRaised(AgentError):
+    """The audited agent's own code raised while ReplayLens was replaying it (CLI exit status 3).
+
+    Carries where the replay was (``where``: stream, cell, map, draw and the future task or history
+    record), the original exception (also chained as ``__cause__``) and the innermost frame of the
+    user's code outside ReplayLens (``frame``, ``file:line``).
+    """
+
+    def __init__(self, agent: str, call: str, where: dict[str, object], exc: BaseException, *,
+                 hint: str | None = None) -> None:
+        self.hint = hint
+        self.agent = agent
+        self.call = call
+        self.where = dict(where)
+        self.exc = exc
+        self.frame = user_frame(exc)
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        ctx = ", ".join(f"{k} {v!s}" for k, v in self.where.items())
+        at = f" at {self.frame}" if self.frame else ""
+        msg = str(self.exc).strip().splitlines()[0] if str(self.exc).strip() else ""
+        what = f"{type(self.exc).__name__}{': ' + msg if msg else ''}{at}"
+        if self.hint:
+            return f"{self.hint} [{what}; in {self.call}; {ctx}]"
+        return f"agent {self.agent!s} raised {what} (in {self.call}; {ctx}); rerun with --traceback for the full trace"
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame outside ReplayLens, preferring the user's own files
+    over installed libraries (site-packages) and the standard library."""
+    import os
+    import sys
+    import traceback
+
+    pkg = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    lib_roots = {os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(pkg)]
+    own = [f for f in frames if "site-packages" not in f.filename and "dist-packages" not in f.filename
+           and not any(os.path.abspath(f.filename).startswith(r) for r in lib_roots)]
+    chosen = own or frames
+    return f"{chosen[-1].filename}:{chosen[-1].lineno}" if chosen else None

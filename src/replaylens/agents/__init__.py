@@ -1,6 +1,6 @@
 """Writer/policy protocols, adapters, known-law writers and reference rules."""
 
-from ._adapters import AGENTS, HistoryReader, Visible, from_callables, load_agent, register_agent
+from ._adapters import AGENTS, HistoryReader, Visible, as_agent, from_callables, load_agent, register_agent
 from ._known import (
     BlockLinearWriter,
     SupportLookup,
@@ -37,6 +37,7 @@ del _rule
 __all__ = [
     "AGENTS",
     "FIXED_SCALE",
+    "as_agent",
     "REFERENCE_RULES",
     "Agent",
     "ArrayAgent",

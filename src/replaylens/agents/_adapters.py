@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ConfigError
 from ._protocols import Agent, ArrayAgent, FutureInput, Namespace, Policy, TaskInput, Writer
 
-__all__ = ["AGENTS", "HistoryReader", "Visible", "from_callables", "load_agent", "register_agent"]
+__all__ = ["AGENTS", "HistoryReader", "Visible", "as_agent", "from_callables", "load_agent", "register_agent"]
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,20 @@ def from_callables(
     stochastic: bool = False,
     namespace: Namespace | None = None,
     array: ArrayAgent | None = None,
+    invariant_to: tuple[str, ...] | str = (),
+    task_invariant: bool = False,
 ) -> Agent:
     """Wrap plain functions: ``init() -> s``, ``update(s, task, key, outcome) -> s``,
-    ``act(s, task, menu[, rng]) -> label``.  ``update`` must not mutate ``s``."""
+    ``act(s, task, menu[, rng]) -> label``.  ``update`` must not mutate ``s``; ``rng`` is the
+    per-decision generator, the only randomness the agent should use."""
     takes_rng = len(inspect.signature(act).parameters) >= 4
     return Agent(name, _CallableWriter(init, update), _CallablePolicy(act, takes_rng), array=array,
-                 stochastic=stochastic, namespace=namespace or Namespace(), spec={"name": name})
+                 stochastic=stochastic, task_invariant=task_invariant, invariant_to=_cells(invariant_to),
+                 namespace=namespace or Namespace(), spec={"name": name})
+
+
+def _cells(x: tuple[str, ...] | str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in x.split(",") if c.strip()) if isinstance(x, str) else tuple(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +77,17 @@ class HistoryReader:
     """Adapter for agents that read the whole transformed history (LLM prompts, memory pipelines).
 
     The state is the tuple of visible records; ``fn(records, task, menu, rng) -> label`` decides.
+    ``rng`` is the per-decision generator, the only randomness the reader should use.
     """
 
     fn: Callable[[tuple[Visible, ...], FutureInput, tuple[str, ...], np.random.Generator], str]
     name: str = "history-reader"
     stochastic: bool = False
+    invariant_to: tuple[str, ...] | str = ()
+    task_invariant: bool = False
+    state_fingerprint: Callable[[tuple[Visible, ...]], Any] | None = None
+    """Optional: a fingerprint of what the reader keeps of the history (its state is the raw history,
+    so no state-level response is read without one)."""
 
     def init_state(self) -> tuple[Visible, ...]:
         return ()
@@ -86,7 +100,8 @@ class HistoryReader:
         return self.fn(state, task, menu, rng)
 
     def agent(self) -> Agent:
-        return Agent(self.name, self, self, stochastic=self.stochastic, spec={"name": self.name})
+        return Agent(self.name, self, self, stochastic=self.stochastic, task_invariant=self.task_invariant,
+                     invariant_to=_cells(self.invariant_to), spec={"name": self.name})
 
 
 AGENTS: dict[str, Callable[..., Agent]] = {}
@@ -111,6 +126,12 @@ def _coerce(obj: Any, where: str) -> Agent:
     raise ConfigError(f"{where} did not produce an Agent (or an object with init_state/update/act)")
 
 
+def as_agent(obj: Any) -> Agent:
+    """``obj`` as an :class:`Agent`: an Agent, anything with ``.agent()`` (:class:`HistoryReader`, ...) or an
+    object with ``init_state``/``update``/``act``."""
+    return _coerce(obj, type(obj).__name__)
+
+
 def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
     """Resolve ``--agent``: a registered name (``mean``, ``commutative``, ...) or ``module:factory``.
 
@@ -118,6 +139,9 @@ def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
     """
     kwargs = dict(params or {})
     if ":" not in spec:
+        if spec.endswith(".py"):
+            raise ConfigError(f"--agent {spec} names a file but not its factory; give {spec}:FACTORY (the function "
+                              "in the file that returns the agent, e.g. {spec}:make)".replace("{spec}", spec))
         if spec not in AGENTS:
             raise ConfigError(f"unknown agent {spec!r}; built-in agents: {', '.join(sorted(AGENTS))}; "
                               "or give module:factory")

@@ -17,28 +17,61 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import ReplayLensError
+from ..errors import AgentRaised, ReplayLensError
 
 F = TypeVar("F", bound=Callable[..., Any])
+_SHOW_TRACEBACK = {"on": False}
+
+
+def _set_traceback(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    _SHOW_TRACEBACK["on"] = _SHOW_TRACEBACK["on"] or bool(value)
+    return value
+
+
+traceback_option = click.option("--traceback", "show_traceback", is_flag=True, expose_value=False,
+                                is_eager=True, callback=_set_traceback,
+                                help="When the audited agent raises, print the full Python traceback too.")
 
 
 def user_errors(fn: F) -> F:
+    """One line on stderr instead of a traceback: exit 3 when the audited agent raised, 2 otherwise."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except AgentRaised as exc:
+            if _SHOW_TRACEBACK["on"]:
+                import traceback
+
+                traceback.print_exception(exc.exc, file=sys.stderr)
+            click.echo(f"replaylens: agent error: {exc.one_line()}", err=True)
+            sys.exit(3)
         except ReplayLensError as exc:
             msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
             click.echo(f"replaylens: error: {msg}", err=True)
             sys.exit(2)
+        finally:
+            _SHOW_TRACEBACK["on"] = False  # one invocation's flag (tests run many in one process)
     return wrapper  # type: ignore[return-value]
 
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Exit codes: 0 ok; 1 an expectation failed (check-writer, --expect-invariant, an UNSAFE "
+                    "check-migration); 2 bad input or configuration; 3 the audited agent raised (rerun with "
+                    "--traceback for the full trace).")
 @click.version_option(package_name="replaylens")
+@traceback_option
 def cli() -> None:
-    """Audit how an agent uses its logged experience by replaying transformed histories."""
+    """Audit how an agent uses its logged experience by replaying transformed histories.
+
+    \b
+    Exit codes:
+      0  ok
+      1  an expectation failed (check-writer, audit --expect-invariant, check-migration UNSAFE)
+      2  bad input or configuration
+      3  the audited agent raised (--traceback shows the full trace)
+    """
 
 
 
@@ -73,6 +106,14 @@ def model_progress(console: Any, progress: Any = None) -> Iterator[None]:
         stack.enter_context(acquisition_progress(update))
         yield
 
+
+
+def table_console() -> Any:
+    """A rich Console for result tables: terminal width on a terminal; on a pipe or file wide enough that
+    rows are never wrapped or names truncated (rich would otherwise assume 80 columns)."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 1000)
 
 
 def resolve_model(model: str) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ._app import F, cli, model_progress, parse_params, resolve_model, user_errors
+from ._app import F, cli, model_progress, parse_params, resolve_model, table_console, traceback_option, user_errors
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
@@ -19,19 +20,98 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
                repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
                prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
-               execution: dict[str, Any] | None = None) -> Any:
+               execution: dict[str, Any] | None = None, restart: bool = False, overwrite: bool = False,
+               expect_invariant: str = "", tolerance: float = 0.0) -> Any:
+    """Lock OUT, clean a killed run's leftovers, refuse to overwrite a different run's report, then audit."""
+    from .._durable import LockedError, clean_stale, locked_dir
+    from ..errors import ConfigError
+    from ..replay import plan_replay
+
+    plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
+                                                                  draws=draws, repeats=repeats, seed=seed)
+    expected = _expectations(expect_invariant, plan)
+    try:
+        with locked_dir(out):
+            clean_stale(out)
+            restart = _check_overwrite(out, arguments, overwrite) or restart
+            return _locked_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
+                                 command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
+                                 level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
+                                 tolerance=tolerance, prepared=prepared, cost=cost, model=model,
+                                 execution=execution)
+    except LockedError:
+        raise ConfigError(f"{out} is in use by another replaylens run (lock {out}/.lock); wait for it to "
+                          "finish or use a different --out") from None
+
+
+def _expectations(spec: str, plan: Any) -> list[str]:
+    """The cells named by --expect-invariant (``rekey`` included), checked against the plan."""
+    from ..errors import ConfigError
+
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    known = set(plan.cell_names[1:]) | ({"rekey"} if len(plan.maps) > 1 else set())
+    for n in names:
+        if n not in known:
+            raise ConfigError(f"--expect-invariant: {n!r} is not a replayed cell (replayed: "
+                              f"{', '.join(sorted(known))}); add it to --cells")
+    return names
+
+
+def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> bool:
+    """Refuse to write over the report of a different run unless --overwrite (True: overwrite one, so
+    its journal is discarded too)."""
+    from ..errors import ConfigError
+
+    man = out / "manifest.json"
+    if not man.exists():
+        return False
+    try:
+        old = json.loads(man.read_text()).get("arguments")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        old = None
+    if json.loads(json.dumps(old, default=str)) == json.loads(json.dumps(arguments, default=str)):
+        return False
+    if not overwrite:
+        raise ConfigError(f"{out} holds the report of a different run; pass --overwrite to replace it, "
+                          "or use a new --out")
+    return True
+
+
+def violated_expectations(result: Any, expected: list[str], tolerance: float) -> list[str]:
+    """One line per violated --expect-invariant cell (deterministic: a changed share above the tolerance,
+    any change at tolerance 0; stochastic: a T_gr interval lying above the tolerance)."""
+    lines = []
+    for name in expected:
+        row = result.row(name)
+        if row.stochastic:
+            lo = row._ci(0)[0]
+            bad = bool(lo > tolerance) if lo == lo else bool(row.action.estimate > tolerance)
+            what = f"T_gr interval lower bound {100 * lo:.1f}% > tolerance {100 * tolerance:g}%"
+        else:
+            share = row.n_changed / max(row.n_decisions, 1)
+            bad = share > tolerance
+            what = (f"{row.n_changed} of {row.n_decisions} decisions changed ({100 * share:.1f}% > tolerance "
+                    f"{100 * tolerance:g}%)")
+        if bad:
+            lines.append(f"expectation failed: {name} declared invariant, but {what}")
+    return lines
+
+
+def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
+                  command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
+                  path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float,
+                  prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
+                  execution: dict[str, Any] | None = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .. import __version__
     from ..llm._types import BudgetExhausted
-    from ..replay import plan_replay, replay
+    from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
-    from ..report._audit import AuditResult, summarize
+    from ..report._audit import AuditResult, state_responses, stream_warning, summarize
     from ._llmcost import attach_usage, write_partial
 
-    plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
-                                                                  draws=draws, repeats=repeats, seed=seed)
     llm = _llm_of(agent, cost, model)
     if llm is not None:
         llm.cell_layout = (plan.cell_names, len(plan.draws), len(plan.maps))
@@ -39,6 +119,9 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
             return _estimate_audit(history, futures, evaluator, agent, llm, plan, path, cost, str(model))
         if cost is not None and cost.budgeted:
             llm.budget = cost.budget(str(model))
+    warn = stream_warning(len(plan.streams))
+    if warn:
+        click.echo(f"replaylens: warning: {warn}", err=True)
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
@@ -53,12 +136,13 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
         try:
             dec = run(agent, path=path, journal=str(out / "journal"),
                       journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress,
-                      **(execution or {}))
+                      restart=restart, **(execution or {}))
         except BudgetExhausted as exc:
             assert llm is not None and cost is not None
             write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
-    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent, {})
+    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
+                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -73,6 +157,11 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
     if llm is not None and cost is not None:
         attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
     _print_summary(result, out, quiet)
+    failed = violated_expectations(result, expected, tolerance)
+    for line in failed:
+        click.echo(line, err=True)
+    if failed:
+        sys.exit(1)
     return result
 
 
@@ -131,11 +220,20 @@ def _run_adaptive(history: Any, futures: Any, evaluator: Any, agent: Any, *, cel
                    f"{out}/adaptive.json")
 
 
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.4f}"
+
+
+def _iv(ci: list[float | None], fmt: Any) -> str:
+    return "[n/a]" if any(v is None for v in ci) else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from ..report._audit import pct
+
+    console = table_console()
     s = result.summary()
     lv = f"{100 * s['level']:g}%"
     table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "
@@ -146,13 +244,17 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     table.add_column(f"ΔO [{lv}]", justify="right")
     for r in s["rows"]:
         a, u, o = r["action_ci"], r["delta_utility_ci"], r["delta_oracle_ci"]
-        table.add_row(r["cell"], f"{100 * r['action']:.1f}% [{100 * a[0]:.1f}, {100 * a[1]:.1f}]",
-                      f"{r['delta_utility']:+.4f} [{u[0]:+.4f}, {u[1]:+.4f}]",
-                      f"{100 * r['delta_oracle']:+.1f}pp [{100 * o[0]:+.1f}, {100 * o[1]:+.1f}]")
+        sg = r["action_readout"].startswith("T_gr")  # signed, repeat-corrected
+        table.add_row(r["cell"], f"{pct(r['action'], signed=sg)}% {_iv(a, lambda x, sg=sg: pct(x, signed=sg))}",
+                      f"{_num(r['delta_utility'])} {_iv(u, _num)}",
+                      f"{pct(r['delta_oracle'], signed=True)}pp {_iv(o, lambda x: pct(x, signed=True))}")
     if not quiet:
         console.print(table)
     for v in result.verdicts():
         click.echo(v)
+    for cell, st in s["state_response"].items():
+        click.echo(f"state response S_{cell} vs S_aligned: {int(st['changed'])} of {int(st['total'])} states "
+                   "changed" + (" (no decision change is not invariance)" if st["changed"] else ""))
     if not quiet:
         click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 
@@ -191,9 +293,9 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Counterfactual utility table (the evaluator).")
 @click.option("--agent", "agent_specs", required=True, multiple=True,
-              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...) or module:factory. "
-                   "Repeat it to audit several agents on one prepared plan (OUT/<agent>/ each, one OUT/report.html "
-                   "comparing them).")
+              help="Built-in agent name (mean, sum, count, latest, best, commutative, ...), module:factory, or "
+                   "path/to/file.py:factory (modules beside the file can be imported). Repeat it to audit several "
+                   "agents on one prepared plan (OUT/<agent>/ each, one OUT/report.html comparing them).")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
 @click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
@@ -207,11 +309,23 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--concurrency", default=None, type=click.IntRange(min=1),
               help="Decisions in flight at once: a thread pool for per-record/history-reading agents (or a "
                    "semaphore over `async def act`); with --agent llm, concurrent model requests (default 4).")
-@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1))
-@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0))
-@click.option("--reasoning-effort", default=None)
-@click.option("--service-tier", default=None)
+@click.option("--timeout", "timeout_s", default=180.0, show_default=True, type=click.FloatRange(min=1),
+              help="With --agent llm: seconds before one model request is abandoned and retried.")
+@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0),
+              help="With --agent llm: retries of a failed model request (with backoff).")
+@click.option("--reasoning-effort", default=None,
+              help="With --agent llm: reasoning effort passed to the endpoint (e.g. low, medium, high).")
+@click.option("--service-tier", default=None, help="With --agent llm: service tier passed to the endpoint.")
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
+@click.option("--restart", is_flag=True, help="Discard the replay journal in OUT and start over (needed after the "
+              "agent's code, parameters or ReplayLens changed).")
+@click.option("--overwrite", is_flag=True, help="Write over an existing report of a different run in OUT.")
+@click.option("--expect-invariant", default="", metavar="CELLS", help="CI gate: comma list of cells (and rekey) "
+              "the agent must be invariant to; exit 1 with one line per violated expectation.")
+@click.option("--tolerance", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="With --expect-invariant: allowed share of changed decisions (deterministic agents) or "
+                   "T_gr interval lower bound (stochastic agents).")
+@traceback_option
 @response_format_option
 @cost_options
 @click.option("--workers", default=None, type=click.IntRange(min=1),
@@ -246,7 +360,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
           margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
-          resamples: int, level: float, path_: str, quiet: bool, response_format: str, **cost_kw: Any) -> None:
+          resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
+          expect_invariant: str, tolerance: float, response_format: str, **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
@@ -308,7 +423,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                execution={"backend": "ray" if ray_address and backend == "auto" else backend, "workers": workers,
                           "concurrency": None if agent_spec == "replaylens.llm:make_agent" else concurrency,
                           "ray_address": ray_address,
-                          "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None})
+                          "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None},
+               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance)
 
 
 @cli.command()
@@ -359,4 +475,5 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
                arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet,
+               overwrite=True)  # the demo directory is a scratch space: a changed demo replaces it

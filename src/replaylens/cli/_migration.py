@@ -107,8 +107,8 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
                                tool_version=__version__, arguments=args)
         if not as_json:
             click.echo(f"wrote {out_dir}/report.html, migration.json, manifest.json")
-    if gate is not None and not gate.ok:
-        sys.exit(1)
+    if (gate is not None and not gate.ok) or not all(r.safe for r in reports):
+        sys.exit(1)  # an UNSAFE migration is a failed expectation (exit code 1)
 
 
 @cli.command("memory-audit")

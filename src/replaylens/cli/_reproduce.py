@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ._app import cli, user_errors
+from ._app import cli, table_console, user_errors
 
 
 @cli.command()
@@ -75,7 +75,6 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
 
 
 def _print_rows(name: str, rows: list[Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=name)
@@ -89,7 +88,7 @@ def _print_rows(name: str, rows: list[Any]) -> None:
     for r in rows:
         style = colours.get(r.status, "yellow")
         t.add_row(r.table, r.row, r.column, f(r.paper), f(r.ours), f(r.tolerance), f"[{style}]{r.status}[/]")
-    Console().print(t)
+    table_console().print(t)
     notes = sorted({r.note for r in rows if r.note})
     for n in notes:
         click.echo(f"note: {n}")

@@ -68,7 +68,14 @@ def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonid
 
 
 def a_rekey(dec: Decisions) -> StreamValues:
-    """A_rekey: A_aligned(ρ) averaged over the non-identity maps (the nine derangements for 4 labels)."""
+    """A_rekey: A_aligned(ρ) averaged over the non-identity maps (the nine derangements for 4 labels).
+
+    With ≥ 2 repeats (a stochastic agent) this is the repeat-corrected T_gr form, so decoding noise of
+    a history-blind random agent reads ≈ 0 rather than its disagreement rate.
+    """
+    if dec.plan.repeats >= 2:
+        sv = t_gr(dec, "aligned", "aligned", "nonidentity")
+        return StreamValues("T_gr(rekey)", "aligned", sv.values, sv.by_map, sv.maps)
     sv = action_response(dec, "aligned", "nonidentity")
     return StreamValues("A_rekey", "aligned", sv.values, sv.by_map, sv.maps)
 
@@ -183,6 +190,8 @@ def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "
     T_gr = mean_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_{j∈{c,e}} mean_{r<s} 1[Y_jr ≠ Y_js]; with two repeats this is
     ¼ Σ_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_j 1[Y_j1 ≠ Y_j2].  E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))² ≥ 0; estimates are
     reported unclipped.  Computed per decision unit, averaged within streams, then over streams.
+    ``t_gr(dec, "aligned", "aligned", "nonidentity")`` is the repeat-corrected rekey response (each map
+    against the identity map of the same cell).
     """
     p = dec.plan.repeats
     if p < 2:
@@ -191,7 +200,9 @@ def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "
     yc = dec.actions[dec.cell_index(cell)][sel]      # (M', D, P, N)
     cobj = dec.plan.cells[dec.cell_index(cell)]
     ye = dec.actions[dec.cell_index(reference)]
-    ye = np.broadcast_to(ye[0], ye[sel].shape) if cobj.baseline == "identity" and reference == "aligned" \
+    # renaming compares with aligned at ρ = id; a cell against itself is its rekey response (ρ vs id)
+    same = cell == reference
+    ye = np.broadcast_to(ye[0], ye[sel].shape) if (cobj.baseline == "identity" and reference == "aligned") or same \
         else ye[sel]
     cross = np.mean([(yc[:, :, r] != ye[:, :, s]) for r in range(p) for s in range(p)], axis=0)
     pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]

@@ -5,8 +5,12 @@ from ._journal import Journal
 from ._plan import ReplayPlan, default_maps, plan_replay
 from ._result import DECISION_COLUMNS, Decisions
 from ._run import PreparedReplay, prepare_replay, replay, support_lookup
+from ._states import StateResponse, state_fingerprinter, state_response
 
 __all__ = [
+    "StateResponse",
+    "state_fingerprinter",
+    "state_response",
     "DECISION_COLUMNS",
     "Decisions",
     "Journal",

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from ..agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
-from ..errors import AgentError, ConfigError, LawViolation
+from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm
 from ..records import Evaluator, FutureTask, FutureTasks, History
@@ -228,7 +228,6 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     prefixes = set(sd.prefixes.tolist())
     futs = [_future_input(sd, j) for j in range(j_n)]
     base_inputs = sd.task_inputs
-    dummy = np.random.default_rng(0)
     t_n = sd.length
     block = sd.block_local.tolist()
     codes, outcomes = sd.codes, sd.outcomes
@@ -247,26 +246,31 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                         ref_outcomes=outcomes.tolist(), sources=sources, menu_changed=cell.menu_map)
                     if bad is not None:
                         raise LawViolation(cell.name, bad.value, f"stream {sd.name!r}, map {rho.name}, draw {d}")
-                state = agent.writer.init_state()
+                where = {"stream": sd.name, "cell": cell.name, "map": rho.name, "draw": d}
+                with _agent_call(agent, "init_state", where):
+                    state = agent.writer.init_state()
                 snaps = {0: copy.deepcopy(state)} if 0 in prefixes else {}
                 for t, (key, u, x) in enumerate(recs):
                     ti = replace(base_inputs[x], slot=int(sd.slots[t]))
-                    state = agent.writer.update(state, ti, ns.kappa(labels[key]), u)
+                    with _agent_call(agent, "update", {**where, "history record": t + 1}):
+                        state = agent.writer.update(state, ti, ns.kappa(labels[key]), u)
                     if t + 1 in prefixes:
                         snaps[t + 1] = copy.deepcopy(state)
-                seeds = decision_seeds(plan, sd.name, j_n, c, m, d) if agent.stochastic else None
+                # every decision gets its own generator (the rng contract), deterministic agents included
+                seeds = decision_seeds(plan, sd.name, j_n, c, m, d)
                 for j in range(j_n):
                     menu = sd.menus[j][sd.menus[j] >= 0]
                     shown = rho.array[menu] if cell.menu_map else menu
                     menu_str = tuple(ns.show(labels[int(a)]) for a in shown)
                     for p in range(p_n):
-                        rng = np.random.default_rng(int(seeds[j, p])) if seeds is not None else dummy
-                        ans = agent.policy.act(snaps[int(sd.prefix[j])], futs[j], menu_str, rng)
+                        rng = np.random.default_rng(int(seeds[j, p]))
+                        with _agent_call(agent, "act", {**where, "future task": futs[j].task, "repeat": p}):
+                            ans = agent.policy.act(snaps[int(sd.prefix[j])], futs[j], menu_str, rng)
                         try:
                             k = menu_str.index(ans)
-                        except ValueError:
-                            raise AgentError(f"agent {agent.name!r} chose {ans!r}, which is not in the menu "
-                                             f"{list(menu_str)} (stream {sd.name!r}, task {futs[j].task!r})") from None
+                        except (ValueError, TypeError):
+                            raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
+                                             f"{list(menu_str)} (stream {sd.name!s}, task {futs[j].task!s})") from None
                         a = int(shown[k])
                         out[c, m, d, p, j] = int(rho.inverse.array[a]) if cell.menu_map else a
                 tick(j_n * p_n)
@@ -333,17 +337,16 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     base_menu = all_menu[q_task]
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
-    if agent.stochastic:
-        seeds = np.concatenate([
-            np.concatenate([decision_seeds(plan, sd.name, len(sd.futures), int(c), int(m), int(d)).reshape(-1)
-                            for c, d, m in zip(cc, dd, mm, strict=True)]) for sd in sds])
-    else:
-        seeds = np.zeros(q_row.shape[0], dtype=np.uint64)
+    # per-decision seeds always (deterministic agents included), the same as the per-record path
+    seeds = np.concatenate([
+        np.concatenate([decision_seeds(plan, sd.name, len(sd.futures), int(c), int(m), int(d))[a].reshape(-1)
+                        for c, d, m in zip(cc, dd, mm, strict=True)]) for sd, a in zip(sds, asked, strict=True)])
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(f.task for sd in sds for f in sd.futures)
     queries = QueryBatch(row=q_row, cut=all_cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
                          stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names)
-    got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
+    with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):
+        got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
     if got.shape != (menu.shape[0],):
         raise AgentError(f"agent {agent.name!r} act_batch returned shape {got.shape}, expected ({menu.shape[0]},)")
     ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
@@ -361,6 +364,28 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         start += n
         tick(int(cdm * p_n * back.shape[0]))
     return results
+
+
+def _plain(x: object) -> object:
+    """numpy scalars as plain Python values (messages never show ``np.str_('A')``)."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
+class _agent_call:
+    """Turn an exception raised by the agent's own code into :class:`AgentRaised` naming where it was."""
+
+    __slots__ = ("agent", "call", "where")
+
+    def __init__(self, agent: Agent, call: str, where: dict[str, object]) -> None:
+        self.agent, self.call, self.where = agent, call, where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, ReplayLensError):
+            return None
+        raise AgentRaised(self.agent.name, self.call, self.where, exc) from exc
 
 
 def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path: str,

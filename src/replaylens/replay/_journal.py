@@ -24,20 +24,42 @@ class Journal:
     key is refused.  A shard counts as done only when its line in ``done.jsonl`` names its sha256.
     """
 
-    def __init__(self, root: str | os.PathLike[str], key: dict[str, Any]) -> None:
+    def __init__(self, root: str | os.PathLike[str], key: dict[str, Any], *, restart: bool = False) -> None:
         self.root = Path(root)
         self.key = key
         self.root.mkdir(parents=True, exist_ok=True)
         head = self.root / "journal.json"
         text = json.dumps(key, sort_keys=True, indent=1)
+        if restart:
+            self.discard()
         if head.exists():
-            old = json.loads(head.read_text())
-            if old != json.loads(text):
-                raise JournalError(f"{self.root} holds a journal of a different run (inputs, plan or agent "
-                                   "differ); use a new --out directory or delete the old one")
+            try:
+                old = json.loads(head.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise JournalError(f"{head} is not a valid journal (corrupt JSON); rerun with --restart to "
+                                   "discard the journal, or use a new --out directory") from None
+            if not isinstance(old, dict):
+                raise JournalError(f"{head} is not a valid journal (not a JSON object); rerun with --restart "
+                                   "to discard the journal, or use a new --out directory")
+            new = json.loads(text)
+            if old != new:
+                from ._fingerprint import describe_change
+
+                raise JournalError(f"{self.root} holds the journal of a different run: {describe_change(old, new)}; "
+                                   "rerun with --restart to discard the journal, or use a new --out directory")
         else:
             atomic_write(head, text.encode())
         self._done = self._load()
+
+    def discard(self) -> None:
+        """Delete the journal's files (``--restart``)."""
+        for p in [self.root / "journal.json", self.root / "done.jsonl", *self.root.glob("shard-*.npz"),
+                  *self.root.glob(".*.tmp")]:
+            p.unlink(missing_ok=True)
+
+    @property
+    def n_done(self) -> int:
+        return len(self._done)
 
     def _load(self) -> dict[int, list[str]]:
         done: dict[int, list[str]] = {}
@@ -49,6 +71,8 @@ class Journal:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a torn last line from a kill: that shard is simply redone
+            if not isinstance(rec, dict) or not {"shard", "streams", "sha256"} <= set(rec):
+                continue
             p = self.root / f"shard-{rec['shard']:05d}.npz"
             if p.exists() and hashlib.sha256(p.read_bytes()).hexdigest() == rec["sha256"]:
                 done[int(rec["shard"])] = list(rec["streams"])

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, SupportLookup
+from ..agents import Agent, SupportLookup, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
@@ -21,6 +23,7 @@ from ._engine import (
     shard_layout,
     utilities_for,
 )
+from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
@@ -34,7 +37,7 @@ def replay(
     history: History,
     futures: FutureTasks,
     evaluator: Evaluator,
-    agent: Agent,
+    agent: Agent | Any,
     *,
     plan: ReplayPlan | None = None,
     cells: str | Sequence[str] = "value,pair,key_slot",
@@ -52,21 +55,24 @@ def replay(
     concurrency: int | None = None,
     ray_address: str | None = None,
     shard_memory: int | None = None,
+    restart: bool = False,
 ) -> Decisions:
     """Replay every planned transformed history through ``agent`` and score the decisions.
 
     ``path``: ``array`` (vectorized, needs ``agent.array``), ``reference`` (plain per-record
     loop, the oracle) or ``auto``.  With ``journal`` set, finished shards are stored there and a
-    rerun with the same inputs resumes, skipping them.  ``backend``/``workers``/``concurrency``/
-    ``ray_address``/``shard_memory``: see :meth:`PreparedReplay.run` (same decisions on every backend).
-    To replay several agents under one plan, :func:`prepare_replay` once and call
-    :meth:`PreparedReplay.run` per agent (same decisions).
+    rerun with the same inputs and the same code (agent source files, ReplayLens version) resumes,
+    skipping them; any other journal there is refused unless ``restart`` discards it.  ``agent`` may
+    also be anything with an ``.agent()`` method (a :class:`HistoryReader`, ...).  To replay several
+    agents under one plan, :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
+    ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory``: see
+    :meth:`PreparedReplay.run` (same decisions on every backend).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed)
     return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
                         progress=progress, backend=backend, workers=workers, concurrency=concurrency,
-                        ray_address=ray_address, shard_memory=shard_memory)
+                        ray_address=ray_address, shard_memory=shard_memory, restart=restart)
 
 
 def prepare_replay(
@@ -114,7 +120,7 @@ class PreparedReplay:
 
     def run(
         self,
-        agent: Agent,
+        agent: Agent | Any,
         *,
         path: str = "auto",
         journal: str | os.PathLike[str] | None = None,
@@ -126,6 +132,7 @@ class PreparedReplay:
         concurrency: int | None = None,
         ray_address: str | None = None,
         shard_memory: int | None = None,
+        restart: bool = False,
     ) -> Decisions:
         """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`).
 
@@ -134,6 +141,7 @@ class PreparedReplay:
         coroutine), ``workers`` processes or Ray CPUs.  Decisions are identical on every backend.
         Without ``shard_size``, array-path shards are sized to about ``shard_memory`` bytes.
         """
+        agent = as_agent(agent)
         plan = self.plan
         if path == "auto":
             path = "array" if agent.array is not None else "reference"
@@ -158,9 +166,12 @@ class PreparedReplay:
         if journal is not None:
             key = {"format": 1, "plan": plan.digest(), "history": self.fingerprints[0],
                    "futures": self.fingerprints[1], "agent": dict(agent.spec) or {"name": agent.name},
-                   "path": path, "shard_size": size, **(journal_key or {})}
+                   "path": path, "shard_size": size, "code": agent_fingerprint(agent),
+                   "engine": engine_fingerprint(), **(journal_key or {})}
             jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
-                                   for k, v in key.items()})
+                                   for k, v in key.items()}, restart=restart)
+            if jr.n_done:
+                print(f"resuming: {jr.n_done} of {len(shards)} shards done", file=sys.stderr)
         per_stream: dict[str, np.ndarray] = {}
         todo = []
         for k, streams in enumerate(shards):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import Agent
+from ..agents import Agent, as_agent
 from ..inference import BootstrapResult, SignFlipResult, cluster_bootstrap, sign_flip_test
 from ..maps import SlotSpec
 from ..readouts import (
@@ -34,10 +34,53 @@ from ..readouts import (
     t_gr,
 )
 from ..records import Evaluator, FutureTasks, History
-from ..replay import Decisions, plan_replay, replay
+from ..replay import (
+    Decisions,
+    ReplayPlan,
+    plan_replay,
+    prepare_replay,
+    replay,
+    state_fingerprinter,
+    state_response,
+)
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "audit", "summarize"]
+__all__ = ["AuditResult", "CellSummary", "audit", "pct", "state_responses", "strict_json", "stream_warning",
+           "summarize"]
+
+MIN_STREAMS = 8
+
+
+def pct(x: float, *, signed: bool = False) -> str:
+    """A share as a percentage with one decimal; never ``-0.0`` (NaN prints ``n/a``)."""
+    if x is None or not np.isfinite(x):
+        return "n/a"
+    v = round(100 * float(x), 1) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{v:+.1f}" if signed and v else f"{v:.1f}"
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by ``None`` (strict JSON: null, never NaN)."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, np.floating):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
+def stream_warning(n_streams: int) -> str | None:
+    """The warning printed (console and report) when there are too few streams for cluster intervals."""
+    if n_streams < 2:
+        return ("only 1 stream: stream-cluster intervals and tests are n/a (they resample whole streams; "
+                "one stream gives nothing to resample)")
+    if n_streams < MIN_STREAMS:
+        return (f"only {n_streams} streams: stream-cluster intervals are unreliable with fewer than "
+                f"{MIN_STREAMS} streams (too few clusters to resample)")
+    return None
 
 REKEY_MIGRATION = "renaming identifiers in the history only"
 
@@ -61,13 +104,26 @@ class CellSummary:
     def _ci(self, j: int) -> list[float]:
         return [float(np.asarray(self.interval.low)[j]), float(np.asarray(self.interval.high)[j])]
 
+    @property
+    def stochastic(self) -> bool:
+        """The action readout is the signed, repeat-corrected T_gr (a stochastic agent)."""
+        return self.action_name.startswith("T_gr")
+
     def verdict(self) -> str:
         """One plain line: does this migration operation change decisions?"""
         lo, hi = self._ci(0)
+        if self.stochastic:
+            ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo, signed=True)}, {pct(hi, signed=True)}"
+            est = f"T_gr {pct(self.action.estimate, signed=True)}% [{ci}]"
+            if np.isnan(lo) or lo <= 0:
+                return f"{self.migration}: no change beyond decoding noise ({est})"
+            return (f"{self.migration}: changes the decision distribution beyond decoding noise ({est}; "
+                    f"utility {self.utility.estimate:+.4f})")
         if self.n_changed == 0:
             return f"{self.migration}: no change detected (0 of {self.n_decisions} decisions changed)"
-        return (f"{self.migration}: changes decisions on {100 * self.action.estimate:.1f}% of tasks "
-                f"[{100 * lo:.1f}, {100 * hi:.1f}] ({self.n_changed} of {self.n_decisions} decisions; "
+        ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo)}, {pct(hi)}"
+        return (f"{self.migration}: changes decisions on {pct(self.action.estimate)}% of tasks "
+                f"[{ci}] ({self.n_changed} of {self.n_decisions} decisions; "
                 f"utility {self.utility.estimate:+.4f})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,8 +167,10 @@ class AuditResult:
         return [r.verdict() for r in self.rows]
 
     def summary(self) -> dict[str, Any]:
+        """The summary.json content: strict JSON (null, never NaN)."""
         d = self.decisions
-        return {
+        warn = stream_warning(len(d.plan.streams))
+        return strict_json({
             "format": 1,
             "agent": self.agent.name,
             "labels": list(d.plan.labels),
@@ -130,7 +188,9 @@ class AuditResult:
             "aligned": {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))},
             "rows": [r.to_dict() for r in self.rows],
             "verdicts": self.verdicts(),
-        }
+            "warnings": [warn] if warn else [],
+            "state_response": self.settings.get("state_response", {}),
+        })
 
 
 def _aligned_mean(d: Decisions, y: str) -> float:
@@ -153,6 +213,23 @@ def _row(d: Decisions, cell: str, migration: str, action: StreamValues, util: St
     tu = sign_flip_test(util.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-u", index))
     to = sign_flip_test(orac.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-o", index))
     return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
+
+
+def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent,
+                    plan: ReplayPlan) -> dict[str, dict[str, float]]:
+    """State-level responses (S_cell vs S_aligned) of every history cell, when the agent offers a state
+    fingerprint (``state_fingerprint(state)`` or plain hashable states); else empty."""
+    if state_fingerprinter(agent) is None:
+        return {}
+    prepared = prepare_replay(history, futures, evaluator, plan=plan)
+    out: dict[str, dict[str, float]] = {}
+    for cell in plan.cells[1:]:
+        if cell.menu_map:
+            continue  # consistent renaming is the identity at ρ = id
+        sr = state_response(prepared.plan, prepared.streams, agent, cell.name)
+        if sr is not None:
+            out[cell.name] = {"changed": sr.changed, "total": sr.total, "share": sr.share}
+    return out
 
 
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
@@ -189,7 +266,7 @@ def audit(
     history: History,
     futures: FutureTasks,
     evaluator: Evaluator,
-    agent: Agent,
+    agent: Agent | Any,
     *,
     cells: str | Sequence[str] = "value,pair,key_slot,mask,reorder,rename",
     maps: str | Sequence[str] | None = None,
@@ -210,12 +287,16 @@ def audit(
     """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
 
     ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
-    (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend."""
+    (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
+    ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
+    """
+    agent = as_agent(agent)
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
     dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
                  backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
                  shard_memory=shard_memory)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
-    settings = {"cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
+    settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
                 "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
     return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)

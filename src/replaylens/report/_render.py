@@ -21,16 +21,19 @@ from ._manifest import RunManifest
 __all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
 
 
-def _fmt(x: float, pct: bool = False) -> str:
+def _fmt(x: float, pct: bool = False, pp: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    return f"{100 * x:.1f}%" if pct else f"{x:+.4f}"
+    if pp or pct:
+        v = round(100 * float(x), 1) + 0.0  # + 0.0 turns -0.0 into 0.0: never print "-0.0"
+        return (f"{v:+.1f}pp" if v else "0.0pp") if pp else f"{v:.1f}%"
+    return f"{x:+.4f}"
 
 
-def _ci(ci: list[float], pct: bool = False) -> str:
+def _ci(ci: list[float], pct: bool = False, pp: bool = False) -> str:
     if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in ci):
         return "n/a"
-    return f"[{_fmt(ci[0], pct)}, {_fmt(ci[1], pct)}]"
+    return f"[{_fmt(ci[0], pct, pp)}, {_fmt(ci[1], pct, pp)}]"
 
 
 def _p(p: float | None) -> str:
@@ -82,6 +85,7 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
         f"Aligned replay: mean utility {summary['aligned']['mean_utility']:.4f}, oracle agreement "
         f"{100 * summary['aligned']['oracle_agreement']:.1f}%.",
         "",
+        *[f"> **Warning:** {w}\n" for w in summary.get("warnings", [])],
         "## Verdicts",
         "",
         *[f"- {v}" for v in summary["verdicts"]],
@@ -96,7 +100,7 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
         lines.append(
             f"| {r['cell']} | {r['action_readout']} | {_fmt(r['action'], True)} {_ci(r['action_ci'], True)} | "
             f"{_fmt(r['delta_utility'])} {_ci(r['delta_utility_ci'])} | {_p(r['delta_utility_p'])} | "
-            f"{_fmt(r['delta_oracle'], True)} {_ci(r['delta_oracle_ci'], True)} | {_p(r['delta_oracle_p'])} |")
+            f"{_fmt(r['delta_oracle'], pp=True)} {_ci(r['delta_oracle_ci'], pp=True)} | {_p(r['delta_oracle_p'])} |")
     lines += ["", "![forest plot](forest.png)", "",
               "Pooling: tasks within a stratum, strata equally weighted, label maps, then streams; the 95% "
               "interval resamples whole streams. History cells compare with aligned at ρ = id; consistent "
@@ -137,7 +141,7 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
     try:
         result.decisions.frame().to_parquet(tmp / "decisions.parquet", index=False)
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
         forest_plot(summary, tmp / "forest.png")
         (tmp / "report.md").write_text(render_markdown(summary, man))
