@@ -5,7 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from replaylens.tools import SandboxLimits, TestCase, network_isolation, run_candidate
+from conftest import require
+
+from replaylens.tools import (
+    FAMILIES,
+    SandboxLimits,
+    SandboxUnavailable,
+    TestCase,
+    _sandbox,
+    build_suite,
+    network_isolation,
+    run_candidate,
+    sandbox_backend,
+)
 
 ONE = [TestCase((1,), 2)]
 
@@ -63,19 +75,53 @@ def test_type_strict_comparison() -> None:
     assert run_candidate("def f(x):\n    return x > 0\n", "f", ONE).passed == 0
 
 
-@pytest.mark.skipif(network_isolation() == "none", reason="this kernel / container allows no network namespace")
 def test_network_namespace_stops_a_connection_even_without_the_audit_hook() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         body = (f"import _socket\ndef f(x):\n    s = _socket.socket()\n    s.settimeout(2)\n"
                 f"    s.connect(('127.0.0.1', {port}))\n    return x + 1\n")
-        # control: with both layers switched off the candidate reaches the parent's listening socket
-        reached = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False, network_namespace=False))
+        # control: trusted, no jail, no namespace, no hook: the candidate reaches the parent's listening socket
+        reached = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False, network_namespace=False, jail=False),
+                                trusted=True)
         assert (reached.status, reached.passed) == ("ok", 1)
-        # the kernel layer alone: the child's namespace has only a down loopback, so the connect fails
-        cut = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False))
-        assert cut.failed and cut.per_test == ("error:OSError",)
+        if sandbox_backend() == "bwrap":  # the jail's own network namespace, hook off
+            jailed = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False))
+            # bubblewrap brings up the namespace's own loopback, where nothing listens
+            assert jailed.failed and jailed.per_test in (("error:OSError",), ("error:ConnectionRefusedError",))
+        if network_isolation() != "none":  # the trusted fallback's namespace alone
+            cut = run_candidate(body, "f", ONE, SandboxLimits(audit_hook=False, jail=False), trusted=True)
+            assert cut.failed and cut.per_test == ("error:OSError",)
+        if sandbox_backend() != "bwrap" and network_isolation() == "none":
+            require("sandbox", "this kernel / container allows no network namespace")
 
 
 def test_network_isolation_reports_a_known_layer() -> None:
     assert network_isolation() in ("netns", "userns+netns", "none")
+    assert sandbox_backend() in ("bwrap", "none")
+
+
+def test_untrusted_candidate_is_refused_without_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = "def f(x):\n    return x + 1\n"
+    with pytest.raises(SandboxUnavailable, match="refusing to run an untrusted candidate"):
+        run_candidate(src, "f", ONE, SandboxLimits(jail=False))
+    monkeypatch.setattr(_sandbox, "sandbox_backend", lambda: "none")
+    monkeypatch.setattr(_sandbox, "bwrap_available", lambda: "bubblewrap is not installed (Debian package `bubblewrap`)")
+    with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
+        run_candidate(src, "f", ONE)
+    assert run_candidate(src, "f", ONE, trusted=True).passed == 1
+
+
+def test_catalogue_runs_trusted_with_the_same_results_with_or_without_the_jail(monkeypatch: pytest.MonkeyPatch) -> None:
+    if sandbox_backend() != "bwrap":
+        require("sandbox", "comparing jailed and trusted runs needs the bubblewrap jail")
+    jailed = build_suite(0, families=FAMILIES[:2], instances=(0,))
+    monkeypatch.setattr(_sandbox, "sandbox_backend", lambda: "none")
+    plain = build_suite(0, families=FAMILIES[:2], instances=(0,))
+    assert [t.to_dict() for t in jailed.tasks] == [t.to_dict() for t in plain.tasks]
+    assert jailed.sealed_doc() == plain.sealed_doc()
+
+
+def test_output_is_capped_and_the_verdict_unaffected() -> None:
+    src = "def f(x):\n    print('y' * (4 << 20))\n    return x + 1\n"
+    r = run_candidate(src, "f", ONE, SandboxLimits(output_bytes=1000), trusted=True)
+    assert (r.status, r.passed) == ("ok", 1) and r.stdout_head == "y" * 1000
