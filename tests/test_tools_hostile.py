@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import require
 
+from conftest import require
 from replaylens.tools import RunResult, SandboxLimits, TestCase, run_candidate, sandbox_backend
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -76,7 +76,7 @@ def _alive_with(marker: str) -> list[str]:
 class Attack:
     tests: tuple[TestCase, ...]
     contained: Callable[[RunResult, Ctx, float], bool]
-    limits: SandboxLimits = SandboxLimits()
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
     prelude: bool = True
 
 
@@ -109,7 +109,8 @@ ATTACKS: dict[str, Attack] = {
                                SandboxLimits(per_test_s=1.0, wall_s=3.0, seccomp=False)),
     "stdout_flood": Attack(ONE, lambda r, c, w: True),  # measured in a fresh interpreter, see _flood_growth
     "network_connect": Attack(ONE, _not_passed),
-    "fork_bomb": Attack(ONE, lambda r, c, w: r.passed == 0 and w < 3.0 + 1.5, SandboxLimits(per_test_s=1.0, wall_s=3.0)),
+    "fork_bomb": Attack(ONE, lambda r, c, w: r.passed == 0 and w < 3.0 + 1.5,
+                        SandboxLimits(per_test_s=1.0, wall_s=3.0)),
     "memory_bomb": Attack(ONE, lambda r, c, w: r.per_test == ("error:MemoryError",)),
     "infinite_loop": Attack(ONE, lambda r, c, w: r.status == "timeout" and w < 3.0 + 1.5,
                             SandboxLimits(per_test_s=1.0, wall_s=3.0)),
@@ -184,7 +185,8 @@ def test_prelude_switches_the_audit_hook_off(tmp_path: Path) -> None:
     assert (off.status, off.passed, off.violations) == ("ok", 1, ()), ctx
 
 
-def test_containment_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_containment_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
     for name in sorted(set(ATTACKS) - set(RESULTS)):  # when run alone (-k report)
         sub = tmp_path / name
         sub.mkdir()

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
+import ast
 import socket
 from pathlib import Path
 
 import pytest
 
 from conftest import require
-
 from replaylens.tools import (
     FAMILIES,
     SandboxLimits,
@@ -105,13 +105,15 @@ def test_untrusted_candidate_is_refused_without_isolation(monkeypatch: pytest.Mo
     with pytest.raises(SandboxUnavailable, match="refusing to run an untrusted candidate"):
         run_candidate(src, "f", ONE, SandboxLimits(jail=False))
     monkeypatch.setattr(_sandbox, "sandbox_backend", lambda: "none")
-    monkeypatch.setattr(_sandbox, "bwrap_available", lambda: "bubblewrap is not installed (Debian package `bubblewrap`)")
+    missing = "bubblewrap is not installed (Debian package `bubblewrap`)"
+    monkeypatch.setattr(_sandbox, "bwrap_available", lambda: missing)
     with pytest.raises(SandboxUnavailable, match="bubblewrap is not installed"):
         run_candidate(src, "f", ONE)
     assert run_candidate(src, "f", ONE, trusted=True).passed == 1
 
 
-def test_catalogue_runs_trusted_with_the_same_results_with_or_without_the_jail(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_catalogue_runs_trusted_with_the_same_results_with_or_without_the_jail(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     if sandbox_backend() != "bwrap":
         require("sandbox", "comparing jailed and trusted runs needs the bubblewrap jail")
     jailed = build_suite(0, families=FAMILIES[:2], instances=(0,))
@@ -125,3 +127,32 @@ def test_output_is_capped_and_the_verdict_unaffected() -> None:
     src = "def f(x):\n    print('y' * (4 << 20))\n    return x + 1\n"
     r = run_candidate(src, "f", ONE, SandboxLimits(output_bytes=1000), trusted=True)
     assert (r.status, r.passed) == ("ok", 1) and r.stdout_head == "y" * 1000
+
+
+def _jail_or_skip() -> None:
+    if sandbox_backend() != "bwrap":
+        require("sandbox", "needs the bubblewrap jail (bubblewrap missing or namespaces forbidden)")
+
+
+def test_a_forged_frame_marks_the_run_a_violation() -> None:
+    _jail_or_skip()
+    # a protocol-valid duplicate outcome for the running test: the real one follows, so the channel is tampered
+    src = ("import os, __main__\ndef f(x):\n    b = repr(('R', 0, 'ok', '2', '(1,)')).encode()\n"
+           "    os.write(__main__._fd, len(b).to_bytes(4, 'big') + b)\n    return x + 1\n")
+    r = run_candidate(src, "f", [TestCase((1,), 2), TestCase((2,), 3)])
+    assert (r.status, r.passed) == ("violation", 0)
+    assert any(v.startswith("result channel:") for v in r.violations)
+
+
+def test_the_jail_is_minimal() -> None:
+    _jail_or_skip()
+    src = ("import os\ndef f(x):\n    print(repr((os.getuid(), os.getgid(), sorted(os.listdir('/')), dict(os.environ),"
+           " os.getcwd(), sorted(p for p in os.listdir('/proc') if p.isdigit()))))\n    return x + 1\n")
+    r = run_candidate(src, "f", ONE, SandboxLimits(audit_hook=False))
+    assert (r.status, r.passed) == ("ok", 1)
+    uid, gid, top, env, cwd, pids = ast.literal_eval(r.stdout_head)
+    assert (uid, gid, env["PYTHONHASHSEED"], cwd) == (65534, 65534, "0", "/sandbox/work")
+    assert set(env) <= {"PYTHONHASHSEED", "PWD", "LC_CTYPE"}  # PWD from --chdir, LC_CTYPE from locale coercion
+    # no /home, /etc, /work (the project), /sys; only the jail's own processes (its init and the runner)
+    assert not {"home", "etc", "work", "sys", "var", "opt"} & set(top) and {"proc", "tmp", "sandbox"} <= set(top)
+    assert pids == ["1", "2"]

@@ -200,7 +200,7 @@ def bwrap_argv(harness: str, work: str, seccomp_fd: int | None) -> list[str]:
              "--ro-bind", harness, "/sandbox/harness", "--bind", work, "/sandbox/work", "--chdir", "/sandbox/work"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    return argv + ["--", exe, "-P", "-s", "-S", "-B", "/sandbox/harness/runner.py", "/sandbox/harness/cfg"]
+    return [*argv, "--", exe, "-P", "-s", "-S", "-B", "/sandbox/harness/runner.py", "/sandbox/harness/cfg"]
 
 
 @functools.cache
@@ -214,7 +214,7 @@ def bwrap_available() -> str | None:
         os.mkdir(harness)
         os.mkdir(work)
         argv = bwrap_argv(harness, work, None)
-        argv = argv[:argv.index("--") + 1] + [interpreter(), "-S", "-c", "pass"]
+        argv = [*argv[:argv.index("--") + 1], interpreter(), "-S", "-c", "pass"]
         try:
             r = subprocess.run(argv, env={}, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.SubprocessError) as e:
