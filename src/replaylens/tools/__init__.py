@@ -20,13 +20,22 @@ from ._debugging import (
     rename_id,
 )
 from ._families import FAMILIES, Instance, make_instance
-from ._sandbox import RunResult, SandboxLimits, TestCase, network_isolation, run_candidate, same_value
+from ._sandbox import (
+    RunResult,
+    SandboxLimits,
+    SandboxUnavailable,
+    TestCase,
+    network_isolation,
+    run_candidate,
+    same_value,
+    sandbox_backend,
+)
 
 __all__ = [
     "CONDITIONS", "FAMILIES", "PI_PAIR", "PI_VALUE", "DebugRun", "DebugTask", "Instance", "ProtocolViolation",
     "Readout", "RunResult", "SandboxLimits", "ScriptedDebugger", "SealError", "Suite", "TestCase", "ToolSession",
     "analyze", "build_suite", "condition_view", "make_instance", "network_isolation", "reanalyze", "rename_id",
-    "run_candidate", "same_value",
+    "run_candidate", "same_value", "SandboxUnavailable", "sandbox_backend",
 ]
 
 from ._agents import FORCE_MODES, LLMDebugger, LLMPlanner, LLMToolAgent, TurnJournal  # model-driven agents
