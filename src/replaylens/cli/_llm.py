@@ -10,7 +10,15 @@ from typing import Any
 import click
 
 from ._app import cli, model_progress, resolve_model, user_errors
-from ._llmcost import BUDGET_EXIT, CostOptions, cost_options, pop_cost, print_estimate, response_format_option
+from ._llmcost import (
+    BUDGET_EXIT,
+    CostOptions,
+    cache_options,
+    cost_options,
+    pop_cost,
+    print_estimate,
+    response_format_option,
+)
 
 
 @cli.group()
@@ -85,11 +93,7 @@ def llm_acquire(run_dir: Path, env_file: str) -> None:
               help="Local models: keep the exact repeat memo in this file, so a restarted run keeps it.")
 @response_format_option
 @cost_options
-@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
-              help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user cache "
-                   "directory's replaylens/requests.sqlite.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache.")
-@click.option("--cache-sampled", is_flag=True, help="Also cache sampled answers (default: greedy decoding only).")
+@cache_options
 @user_errors
 def llm_joint(model: str, run_dir: Path, base_url: str | None, api_key_env: str, env_file: str,
               concurrency: int | None, threads: int | None, export_path: Path | None, offline: bool,

@@ -48,6 +48,21 @@ def cost_options(fn: F) -> F:
     return fn
 
 
+def cache_options(fn: F) -> F:
+    """--cache / --no-cache / --cache-sampled: the cross-run request cache (issue 18)."""
+    opts = [
+        click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+                     help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user "
+                          "cache directory's replaylens/requests.sqlite."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache."),
+        click.option("--cache-sampled", is_flag=True,
+                     help="Also cache sampled answers (default: greedy decoding only)."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
 def response_format_option(fn: F) -> F:
     opt = click.option("--response-format", type=click.Choice(["auto", "json_schema", "json_object", "text"]),
                        default="auto", show_default=True,

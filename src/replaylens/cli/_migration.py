@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ._app import cli, resolve_model, user_errors
-from ._llmcost import BUDGET_EXIT, cost_options, pop_cost, print_estimate, response_format_option
+from ._llmcost import BUDGET_EXIT, cache_options, cost_options, pop_cost, print_estimate, response_format_option
 
 
 @cli.command("check-migration")
@@ -125,11 +125,7 @@ def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
 @response_format_option
 @cost_options
-@click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
-              help="The cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else the user cache "
-                   "directory's replaylens/requests.sqlite.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the request cache.")
-@click.option("--cache-sampled", is_flag=True, help="Also cache sampled answers (default: greedy decoding only).")
+@cache_options
 @user_errors
 def memory_audit_cmd(model: str, base_url: str | None, run_dir: Path, export_path: Path | None, api_key_env: str,
                      env_file: str, concurrency: int | None, threads: int | None, cache_path: Path | None,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import InputError, ReplayLensError
@@ -67,15 +66,9 @@ def file_sha256(path: Path) -> str:
 
 
 def write_atomic(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    """Write ``payload`` to ``path`` atomically (a unique temporary sibling, fsync, ``os.replace``)."""
+    from .._durable import atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, payload)
+
