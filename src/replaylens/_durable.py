@@ -47,22 +47,19 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def locked_dir(root: Path) -> Iterator[Path]:
-    """Hold an exclusive ``fcntl`` lock on ``root/.lock`` for the block; raise :class:`LockedError` at
-    once when another process holds it (the lock dies with its process, so a killed run never blocks)."""
+    """Hold an exclusive ``fcntl.flock`` on the directory ``root`` itself for the block; raise
+    :class:`LockedError` at once when another process holds it. The lock lives on the directory's inode,
+    so it leaves no file behind and dies with its process (a killed run never blocks the next)."""
     root.mkdir(parents=True, exist_ok=True)
-    fh = (root / ".lock").open("a+")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LockedError(f"{root} is in use by another run") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
         yield root
     finally:
-        fh.close()
+        os.close(fd)
 
 
 def clean_stale(root: Path, pattern: str = ".writing-*") -> int:

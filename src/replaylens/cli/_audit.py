@@ -30,17 +30,19 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
     plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
                                                                   draws=draws, repeats=repeats, seed=seed)
     expected = _expectations(expect_invariant, plan)
+    kw: dict[str, Any] = dict(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
+                              command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
+                              level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
+                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution)
+    if cost is not None and cost.estimate:   # an estimate writes nothing, so it neither creates nor locks OUT
+        return _locked_audit(**kw)
     try:
         with locked_dir(out):
             clean_stale(out)
-            restart = _check_overwrite(out, arguments, overwrite) or restart
-            return _locked_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
-                                 command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
-                                 level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
-                                 tolerance=tolerance, prepared=prepared, cost=cost, model=model,
-                                 execution=execution)
+            kw["restart"] = _check_overwrite(out, arguments, overwrite) or restart
+            return _locked_audit(**kw)
     except LockedError:
-        raise ConfigError(f"{out} is in use by another replaylens run (lock {out}/.lock); wait for it to "
+        raise ConfigError(f"{out} is in use by another replaylens run; wait for it to "
                           "finish or use a different --out") from None
 
 
