@@ -221,7 +221,9 @@ def _future_input(sd: StreamData, j: int) -> FutureInput:
 
 def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
     """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
-    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision."""
+    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision — or,
+    for a :class:`PrefixPolicy` (a HistoryReader, ...), one ``act_prefix`` per distinct prefix with every
+    (task, repeat) of it and the same per-decision generators."""
     c_n, m_n, d_n, p_n, j_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sd.futures)
     out = np.empty((c_n, m_n, d_n, p_n, j_n), dtype=np.int64)
     ns = agent.namespace
