@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -76,11 +76,27 @@ class Visible:
 class HistoryReader:
     """Adapter for agents that read the whole transformed history (LLM prompts, memory pipelines).
 
-    The state is the tuple of visible records; ``fn(records, task, menu, rng) -> label`` decides.
-    ``rng`` is the per-decision generator, the only randomness the reader should use.
+    The state is the (immutable) tuple of visible records; ``fn(records, task, menu, rng) -> label``
+    decides.  ``rng`` is the per-decision generator, the only randomness the reader should use.
+
+    The replay asks a reader once per distinct (transformed history, visible prefix), in increasing
+    prefix order, with every (future task, repeat) that sees that prefix (:meth:`act_prefix`):
+
+    - ``batch_fn(records, tasks, menus, rngs) -> labels`` (optional) answers all of them in one call
+      (one label per task, in order; ``rngs[i]`` is the generator ``fn`` would get for task ``i``);
+      without it ``fn`` is called per decision on the same records.
+    - ``extend(prev_model, new_records) -> model`` (optional, incremental): with it, ``fn`` and
+      ``batch_fn`` receive the model instead of the record tuple.  The first prefix of a history
+      gets ``extend(None, records)``; each later prefix of the same history gets
+      ``extend(previous model, the records added since)`` (not called when none were added).
+      Contract: ``extend(extend(None, a), b)`` must decide exactly as ``extend(None, a + b)`` and
+      must not mutate ``prev_model`` (a decision asked alone is answered from ``extend(None, records)``).
     """
 
-    fn: Callable[[tuple[Visible, ...], FutureInput, tuple[str, ...], np.random.Generator], str]
+    immutable_state: ClassVar[bool] = True
+    """States are tuples that ``update`` never mutates: the replay snapshots them without copying."""
+
+    fn: Callable[[Any, FutureInput, tuple[str, ...], np.random.Generator], str]
     name: str = "history-reader"
     stochastic: bool = False
     invariant_to: tuple[str, ...] | str = ()
@@ -88,6 +104,9 @@ class HistoryReader:
     state_fingerprint: Callable[[tuple[Visible, ...]], Any] | None = None
     """Optional: a fingerprint of what the reader keeps of the history (its state is the raw history,
     so no state-level response is read without one)."""
+    batch_fn: Callable[[Any, tuple[FutureInput, ...], tuple[tuple[str, ...], ...],
+                        tuple[np.random.Generator, ...]], Sequence[str]] | None = None
+    extend: Callable[[Any, tuple[Visible, ...]], Any] | None = None
 
     def init_state(self) -> tuple[Visible, ...]:
         return ()
@@ -97,7 +116,19 @@ class HistoryReader:
 
     def act(self, state: tuple[Visible, ...], task: FutureInput, menu: tuple[str, ...],
             rng: np.random.Generator) -> str:
-        return self.fn(state, task, menu, rng)
+        return self.fn(state if self.extend is None else self.extend(None, state), task, menu, rng)
+
+    def act_prefix(self, state: tuple[Visible, ...], tasks: Sequence[FutureInput], menus: Sequence[tuple[str, ...]],
+                   rngs: Sequence[np.random.Generator], carry: Any) -> tuple[Sequence[str], Any]:
+        """Every decision at one prefix (see the class docstring); ``carry`` is ``(length, model)``."""
+        model: Any = state
+        if self.extend is not None:
+            n_prev, prev = carry if carry is not None and carry[0] <= len(state) else (0, None)
+            model = prev if prev is not None and n_prev == len(state) else self.extend(prev, state[n_prev:])
+            carry = (len(state), model)
+        if self.batch_fn is not None:
+            return list(self.batch_fn(model, tuple(tasks), tuple(menus), tuple(rngs))), carry
+        return [self.fn(model, t, m, r) for t, m, r in zip(tasks, menus, rngs, strict=True)], carry
 
     def agent(self) -> Agent:
         return Agent(self.name, self, self, stochastic=self.stochastic, task_invariant=self.task_invariant,

@@ -6,7 +6,7 @@ Paper symbols: a writer W_m has an initial state s_0 and a transition 𝒯_m(s, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,6 +18,7 @@ __all__ = [
     "FutureInput",
     "Namespace",
     "Policy",
+    "PrefixPolicy",
     "QueryBatch",
     "RecordBatch",
     "TaskInput",
@@ -74,6 +75,20 @@ class Policy(Protocol):
     """π_m: reads the state and picks one label of ``menu`` for a future task."""
 
     def act(self, state: Any, task: FutureInput, menu: tuple[str, ...], rng: np.random.Generator) -> str: ...
+
+
+@runtime_checkable
+class PrefixPolicy(Protocol):
+    """Optional batch form of a policy: every decision that reads one prefix state, in one call.
+
+    The per-record replay calls ``act_prefix`` once per distinct (transformed history, prefix), in
+    increasing prefix order, with every (future task, repeat) of that prefix; ``rngs[i]`` is exactly
+    the generator ``act`` would get for decision ``i``.  ``carry`` is what the previous call on the
+    same transformed history returned (``None`` first); return ``(labels, carry)``.
+    """
+
+    def act_prefix(self, state: Any, tasks: Sequence[FutureInput], menus: Sequence[tuple[str, ...]],
+                   rngs: Sequence[np.random.Generator], carry: Any) -> tuple[Sequence[str], Any]: ...
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,10 +12,11 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
+from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm
@@ -220,7 +221,9 @@ def _future_input(sd: StreamData, j: int) -> FutureInput:
 
 def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
     """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
-    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision."""
+    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision — or,
+    for a :class:`PrefixPolicy` (a HistoryReader, ...), one ``act_prefix`` per distinct prefix with every
+    (task, repeat) of it and the same per-decision generators."""
     c_n, m_n, d_n, p_n, j_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sd.futures)
     out = np.empty((c_n, m_n, d_n, p_n, j_n), dtype=np.int64)
     ns = agent.namespace
@@ -231,6 +234,12 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     t_n = sd.length
     block = sd.block_local.tolist()
     codes, outcomes = sd.codes, sd.outcomes
+    menus = [sd.menus[j][sd.menus[j] >= 0] for j in range(j_n)]
+    # a writer whose states are immutable values needs no copy per snapshot (a copy per prefix is quadratic)
+    snap: Callable[[object], object] = (
+        (lambda s: s) if getattr(agent.writer, "immutable_state", False) is True else copy.deepcopy)
+    batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
+    by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
     for d, spec in enumerate(plan.draws):
         perms = {role: stream_perm(spec, role, sd.name, sd.block_local) for role in ROLES}
         for c, cell in enumerate(plan.cells):
@@ -249,30 +258,49 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                 where = {"stream": sd.name, "cell": cell.name, "map": rho.name, "draw": d}
                 with _agent_call(agent, "init_state", where):
                     state = agent.writer.init_state()
-                snaps = {0: copy.deepcopy(state)} if 0 in prefixes else {}
+                snaps = {0: snap(state)} if 0 in prefixes else {}
                 for t, (key, u, x) in enumerate(recs):
                     ti = replace(base_inputs[x], slot=int(sd.slots[t]))
                     with _agent_call(agent, "update", {**where, "history record": t + 1}):
                         state = agent.writer.update(state, ti, ns.kappa(labels[key]), u)
                     if t + 1 in prefixes:
-                        snaps[t + 1] = copy.deepcopy(state)
+                        snaps[t + 1] = snap(state)
                 # every decision gets its own generator (the rng contract), deterministic agents included
                 seeds = decision_seeds(plan, sd.name, j_n, c, m, d)
-                for j in range(j_n):
-                    menu = sd.menus[j][sd.menus[j] >= 0]
-                    shown = rho.array[menu] if cell.menu_map else menu
-                    menu_str = tuple(ns.show(labels[int(a)]) for a in shown)
-                    for p in range(p_n):
-                        rng = np.random.default_rng(int(seeds[j, p]))
-                        with _agent_call(agent, "act", {**where, "future task": futs[j].task, "repeat": p}):
-                            ans = agent.policy.act(snaps[int(sd.prefix[j])], futs[j], menu_str, rng)
-                        try:
-                            k = menu_str.index(ans)
-                        except (ValueError, TypeError):
-                            raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
-                                             f"{list(menu_str)} (stream {sd.name!s}, task {futs[j].task!s})") from None
-                        a = int(shown[k])
-                        out[c, m, d, p, j] = int(rho.inverse.array[a]) if cell.menu_map else a
+                shown = [rho.array[menus[j]] if cell.menu_map else menus[j] for j in range(j_n)]
+                menu_strs = [tuple(ns.show(labels[int(a)]) for a in sh) for sh in shown]
+
+                decided: list[tuple[int, int, Any]] = []
+                if batch is not None:  # once per distinct prefix, with every (task, repeat) that reads it
+                    carry: object = None
+                    for n, js in by_prefix:
+                        asks = [(j, p) for j in js for p in range(p_n)]
+                        at = {**where, "future task": futs[js[0]].task, "prefix records": n,
+                              "decisions at this prefix": len(asks)}
+                        with _agent_call(agent, "act_prefix", at):
+                            got, carry = batch.act_prefix(
+                                snaps[n], [futs[j] for j, _ in asks], [menu_strs[j] for j, _ in asks],
+                                [np.random.default_rng(int(seeds[j, p])) for j, p in asks], carry)
+                            answers = list(got)
+                        if len(answers) != len(asks):
+                            raise AgentError(f"agent {agent.name!s} act_prefix returned {len(answers)} labels for "
+                                             f"{len(asks)} decisions (stream {sd.name!s}, prefix {n})")
+                        decided.extend((j, p, ans) for (j, p), ans in zip(asks, answers, strict=True))
+                else:
+                    for j in range(j_n):
+                        for p in range(p_n):
+                            rng = np.random.default_rng(int(seeds[j, p]))
+                            with _agent_call(agent, "act", {**where, "future task": futs[j].task, "repeat": p}):
+                                ans = agent.policy.act(snaps[int(sd.prefix[j])], futs[j], menu_strs[j], rng)
+                            decided.append((j, p, ans))
+                for j, p, ans in decided:
+                    try:
+                        k = menu_strs[j].index(ans)
+                    except (ValueError, TypeError):
+                        raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
+                                         f"{list(menu_strs[j])} (stream {sd.name!s}, task {futs[j].task!s})") from None
+                    a = int(shown[j][k])
+                    out[c, m, d, p, j] = int(rho.inverse.array[a]) if cell.menu_map else a
                 tick(j_n * p_n)
     return out
 
