@@ -219,6 +219,18 @@ def _future_input(sd: StreamData, j: int) -> FutureInput:
     return FutureInput(f.stream, f.family, f.context, f.task, f.index, clock, f.metadata)
 
 
+class _LazyPerms(dict[str, np.ndarray]):
+    """``role -> stream_perm(...)`` computed on first use (the aligned cell reads none)."""
+
+    def __init__(self, spec: Any, sd: StreamData) -> None:
+        super().__init__()
+        self.spec, self.sd = spec, sd
+
+    def __missing__(self, role: str) -> np.ndarray:
+        p = self[role] = stream_perm(self.spec, role, self.sd.name, self.sd.block_local)
+        return p
+
+
 def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
     """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
     law check per history, the writer's ``update`` per record and the policy's ``act`` per decision — or,
@@ -241,7 +253,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
     by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
     for d, spec in enumerate(plan.draws):
-        perms = {role: stream_perm(spec, role, sd.name, sd.block_local) for role in ROLES}
+        perms = _LazyPerms(spec, sd)  # a role's permutation is drawn only when a cell reads it
         for c, cell in enumerate(plan.cells):
             sources = [perms[r].tolist() if r != "id" else list(range(t_n))
                        for r in (cell.key_from, cell.outcome_from, cell.task_from)]
