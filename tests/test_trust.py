@@ -405,3 +405,21 @@ def test_lock_is_held_across_processes(inputs, tmp_path: Path) -> None:
         holder.communicate()
     time.sleep(0.1)
     assert _run(["audit", *inputs, "--agent", "mean", "--out", str(out), *FAST]).exit_code == 0
+
+
+def test_batched_query_seeds_equal_the_per_decision_seeds(small) -> None:
+    """The array path's vectorized seeds are byte-for-byte :func:`decision_seeds` of each query."""
+    from replaylens.replay import plan_replay
+    from replaylens.replay._engine import query_seeds
+
+    plan = plan_replay(small.history, small.futures, cells="value,pair", repeats=3, seed=7)
+    assert len(plan.maps) > 1 and len(plan.cells) > 1
+    names = ["s00", "s01", "s02"]
+    rng = np.random.default_rng(0)
+    cc, dd, mm = (g.reshape(-1) for g in np.indices((len(plan.cells), len(plan.draws), len(plan.maps))))
+    q_stream, q_f = rng.integers(0, 3, 500), rng.integers(0, cc.size, 500)
+    q_j, q_p = rng.integers(0, 6, 500), rng.integers(0, 3, 500)
+    got = query_seeds(plan, names, q_stream, q_f, q_j, q_p, cc, mm, dd)
+    want = [decision_seeds(plan, names[s], 6, int(cc[f]), int(mm[f]), int(dd[f]))[j, p]
+            for s, f, j, p in zip(q_stream, q_f, q_j, q_p, strict=True)]
+    assert got.dtype == np.uint64 and got.tolist() == [int(w) for w in want]

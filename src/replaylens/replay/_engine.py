@@ -176,6 +176,20 @@ def decision_seeds(plan: ReplayPlan, stream: str, n_tasks: int, c: int, m: int, 
     return _splitmix(_splitmix(key ^ j) ^ (p + np.uint64(1)))
 
 
+def query_seeds(plan: ReplayPlan, streams: Sequence[str], q_stream: np.ndarray, q_f: np.ndarray,
+                q_j: np.ndarray, q_p: np.ndarray, cc: np.ndarray, mm: np.ndarray, dd: np.ndarray) -> np.ndarray:
+    """:func:`decision_seeds` for a whole batch of queries at once (the same uint64 arithmetic, so the
+    same bytes): query q reads stream ``q_stream``, (cell, map, draw) combination ``q_f`` (indexing
+    ``cc``/``mm``/``dd``), task ``q_j`` of its stream and repeat ``q_p``."""
+    names = np.array([stable_int(s) for s in streams], dtype=np.uint64)
+    base = _splitmix(np.uint64(plan.seed) ^ names)                                     # (S,)
+    u = np.uint64
+    cmd = (cc.astype(u) << u(40)) | (mm.astype(u) << u(20)) | dd.astype(u)
+    key = _splitmix(base[:, None] ^ _splitmix(cmd)[None, :])                           # (S, K)
+    k = key[q_stream, q_f]
+    return _splitmix(_splitmix(k ^ q_j.astype(u)) ^ (q_p.astype(u) + u(1)))
+
+
 @dataclass(frozen=True, eq=False)
 class _Shard:
     streams: tuple[StreamData, ...]
@@ -378,9 +392,8 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
-    seeds = np.concatenate([
-        np.concatenate([decision_seeds(plan, sd.name, len(sd.futures), int(c), int(m), int(d))[a].reshape(-1)
-                        for c, d, m in zip(cc, dd, mm, strict=True)]) for sd, a in zip(sds, asked, strict=True)])
+    seeds = query_seeds(plan, [sd.name for sd in sds], q_stream, q_f, q_task - fut_off[q_stream],
+                        np.arange(q_task.shape[0]) % p_n, cc, mm, dd)
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(f.task for sd in sds for f in sd.futures)
     queries = QueryBatch(row=q_row, cut=all_cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
