@@ -498,3 +498,15 @@ def test_array_agent_returning_padding_code_raises() -> None:
     ag = _array_agent(lambda q: np.where((q.menu < 0).any(axis=1), -1, q.menu[:, 0]))
     with pytest.raises(AgentError):
         replay(h, f, e, ag, cells="", maps="", path="array")
+
+
+@pytest.mark.parametrize("rows", [1, 37, 1 << 20])
+def test_decisions_parquet_is_the_tidy_frame_whatever_the_row_groups(rows: int, tmp_path: Path) -> None:
+    """decisions.parquet is written from integer codes in row groups; reading it back gives frame()."""
+    import pandas as pd
+
+    sub = make_bandit(n_streams=5, slots_per_block=3, n_future=3, held_out=("h1",))
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value,pair", repeats=2)
+    assert len(dec.plan.maps) > 1 and dec.actions.size > 37
+    dec.to_parquet(tmp_path / "d.parquet", rows_per_group=rows)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "d.parquet"), dec.frame())

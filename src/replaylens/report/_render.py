@@ -140,7 +140,7 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     man = manifest.model_dump(mode="json")
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
     try:
-        result.decisions.frame().to_parquet(tmp / "decisions.parquet", index=False)
+        result.decisions.to_parquet(tmp / "decisions.parquet")
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
         forest_plot(summary, tmp / "forest.png")
