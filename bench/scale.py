@@ -6,38 +6,49 @@
 Each size runs in a fresh child process: it draws the built-in bandit, then times the audit of the
 ``mean`` rule with the default cells and maps (plan, prepare, replay in memory-sized shards,
 read-outs and 2,000-draw intervals).  Peak RSS is the child's ``ru_maxrss`` (input generation
-included).  The fitted exponents (slope of log time / log RSS against log records over the sizes
-measured) are printed last; 1 means linear.
+included).  With ``--cli parquet`` (or ``jsonl``) the history, future tasks and utility table are
+first written to files of that format by a separate process, then ``replaylens audit`` runs on them
+as its own process (reading the files, replaying, writing decisions.parquet and the reports); its
+wall time and peak RSS (from ``wait4``) are what is reported.  The fitted exponents (slope of
+log time / log RSS against log records over the sizes measured) are printed last; 1 means linear.
 
 Run from the repository root::
 
-    python bench/scale.py                         # 1e4 ... 5e6 records (long: tens of minutes, ~8 GB)
+    python bench/scale.py                         # API, 1e4 ... 5e6 records (long: tens of minutes, ~8 GB)
     python bench/scale.py --max-records 100000    # quick: 1e4 ... 1e5
+    python bench/scale.py --cli parquet           # through the command line from Parquet files
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000, 2_000_000, 5_000_000)
 
 
-def child(shape: str, records: int, resamples: int) -> None:
-    from replaylens.agents import load_agent
-    from replaylens.report import audit
+def _substrate(shape: str, records: int):  # type: ignore[no-untyped-def]
     from replaylens.substrates import make_bandit
 
     if shape == "many":
-        sub = make_bandit(n_streams=max(2, records // 20), slots_per_block=10, n_future=2)
-    else:
-        sub = make_bandit(n_streams=16, slots_per_block=max(1, records // 32), n_future=2)
+        return make_bandit(n_streams=max(2, records // 20), slots_per_block=10, n_future=2)
+    return make_bandit(n_streams=16, slots_per_block=max(1, records // 32), n_future=2)
+
+
+def child(shape: str, records: int, resamples: int) -> None:
+    from replaylens.agents import load_agent
+    from replaylens.report import audit
+
+    sub = _substrate(shape, records)
     t0 = time.perf_counter()
     res = audit(sub.history, sub.futures, sub.evaluator, load_agent("mean"), n_resamples=resamples)
     wall = time.perf_counter() - t0
@@ -46,27 +57,78 @@ def child(shape: str, records: int, resamples: int) -> None:
                       "rss": rss}))
 
 
+def write_inputs(shape: str, records: int, fmt: str, folder: str) -> None:
+    """Write the bandit's history, future tasks and utility table as ``h.FMT``, ``f.FMT``, ``u.FMT``."""
+    from replaylens.records import write_evaluator, write_futures, write_history
+
+    sub = _substrate(shape, records)
+    write_history(sub.history, Path(folder, f"h.{fmt}"))
+    write_futures(sub.futures, Path(folder, f"f.{fmt}"))
+    write_evaluator(sub.evaluator, Path(folder, f"u.{fmt}"))
+    print(json.dumps({"records": len(sub.history)}))
+
+
+def run_cli(shape: str, records: int, fmt: str, resamples: int) -> dict[str, float]:
+    """``replaylens audit`` as its own process on files written beforehand: wall time and peak RSS."""
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="rl-scale-") as tmp:
+        gen = subprocess.run([sys.executable, __file__, "--write", shape, str(records), fmt, tmp],
+                             capture_output=True, text=True, check=True)
+        n = json.loads(gen.stdout.strip().splitlines()[-1])["records"]
+        out = Path(tmp, "out")
+        cmd = [sys.executable, "-m", "replaylens", "audit", "--history", f"{tmp}/h.{fmt}",
+               "--future", f"{tmp}/f.{fmt}", "--utilities", f"{tmp}/u.{fmt}", "--agent", "mean",
+               "--out", str(out), "--resamples", str(resamples), "--quiet"]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit status {status}")
+        decisions = pq.ParquetFile(out / "decisions.parquet").metadata.num_rows
+    return {"records": n, "decisions": decisions, "wall": wall, "rss": usage.ru_maxrss * 1024}
+
+
+def run_api(shape: str, records: int, resamples: int) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", shape, str(records), "--resamples", str(resamples)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(" ".join(out.stderr.strip().splitlines()[-1:]))
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-records", type=float, default=5e6, help="largest history size to run")
+    ap.add_argument("--min-records", type=float, default=0, help="smallest history size to run")
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap draws per interval")
+    ap.add_argument("--shape", choices=("many", "few", "both"), default="both")
+    ap.add_argument("--cli", choices=("parquet", "jsonl"), help="audit through `replaylens audit` from files")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "RECORDS"), help=argparse.SUPPRESS)
+    ap.add_argument("--write", nargs=4, metavar=("SHAPE", "RECORDS", "FMT", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.resamples)
         return 0
-    sizes = [n for n in SIZES if n <= args.max_records]
-    fits = []
+    if args.write:
+        write_inputs(args.write[0], int(args.write[1]), args.write[2], args.write[3])
+        return 0
+    sizes = [n for n in SIZES if args.min_records <= n <= args.max_records]
+    shapes = ("many", "few") if args.shape == "both" else (args.shape,)
+    mode = f"CLI from {args.cli}" if args.cli else "API"
+    print(f"{mode}, {args.resamples}-draw intervals")
     print(f"{'shape':6} {'records':>9} {'decisions':>11} {'wall s':>8} {'peak RSS MB':>12}")
-    for shape in ("many", "few"):
+    fits = []
+    for shape in shapes:
         rows = []
         for n in sizes:
-            out = subprocess.run([sys.executable, __file__, "--child", shape, str(n), "--resamples",
-                                  str(args.resamples)], capture_output=True, text=True)
-            if out.returncode != 0:
-                print(f"{shape:6} {n:>9} failed: {out.stderr.strip().splitlines()[-1:]}")
+            try:
+                r = run_cli(shape, n, args.cli, args.resamples) if args.cli else run_api(shape, n, args.resamples)
+            except (RuntimeError, subprocess.CalledProcessError) as exc:
+                print(f"{shape:6} {n:>9} failed: {exc}", flush=True)
                 continue
-            r = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(r)
             print(f"{shape:6} {r['records']:>9} {r['decisions']:>11} {r['wall']:>8.2f} {r['rss'] / 2**20:>12.0f}",
                   flush=True)
