@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replaylens.reproduce import PAPER_TABLES, UNREPRODUCED, compare, paper_table_status, render_reproduction_markdown
-from replaylens.reproduce._paper_tables import DISPOSITION_KINDS
+from replaylens.reproduce._paper_tables import DISPOSITION_KINDS, SHARED_TABLES, label_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = Path("shared/seed/000_9bc03e2f03e4b7c3.txt")
@@ -57,3 +57,35 @@ def test_the_committed_reproduction_document_accounts_for_every_label() -> None:
     assert [t.label for t in statuses if t.status == "unaccounted"] == []
     for t in statuses:
         assert f"| {t.label} |" in text
+
+
+def test_committed_shared_tables_are_the_papers() -> None:
+    paper = _paper()
+    if paper is None:
+        pytest.skip("the paper is not beside this checkout; the committed list stands in for it")
+    groups = label_groups(paper.read_text(encoding="utf-8"))
+    assert [g for g in groups if len(g) > 1] == list(SHARED_TABLES)
+    assert [label for g in groups for label in g] == list(PAPER_TABLES)
+
+
+def test_label_groups_split_a_float_by_caption() -> None:
+    tex = r"""\label{tab:loose}
+\begin{table}[ht]\caption{One table.}\label{tab:a}\label{tab:b}\begin{tabular}{l}x\end{tabular}\end{table}
+\begin{table*}\begin{minipage}{.5\linewidth}\captionof{table}{Left.}\label{tab:c}\end{minipage}
+\begin{minipage}{.5\linewidth}\captionof{table}{Right.}\label{tab:d}\end{minipage}\end{table*}"""
+    assert label_groups(tex) == (("tab:loose",), ("tab:a", "tab:b"), ("tab:c",), ("tab:d",))
+
+
+def test_a_second_label_is_covered_by_its_reproduced_table() -> None:
+    assert all(set(g) <= set(PAPER_TABLES) for g in SHARED_TABLES)
+    rows = [{"reproduction": "demo", **compare("tab:representation-controls", "OCRR", "U", 0.2, 0.2, 0.0).to_dict()}]
+    text = render_reproduction_markdown(rows, {"demo": "Demo section"})
+    by = {t.label: t for t in paper_table_status(text[text.index("## `demo`"):].split("\n"))}
+    assert by["tab:representation-controls"].status == "reproduced"
+    assert by["tab:content-controls"].status == "covered"
+    assert by["tab:content-controls"].detail == r"same table as tab:representation-controls (second \label)"
+    assert set(by["tab:content-controls"].sections) == {"demo"}
+    # without a reproduced mate the declared disposition applies (tab:content-tracebank is hosted)
+    assert by["tab:llm-tracebank"].status == "hosted"
+    assert "| tab:content-controls | covered under another label | same table as tab:representation-controls " \
+           r"(second \label). Rows shown: [`demo`](#demo--demo-section) (1 match). |" in text

@@ -1,12 +1,14 @@
 """Every ``tab:`` label of the paper, in the paper's order, and how a label no reproduction compares is covered.
 
-The list is committed data (the paper is not needed at run time); ``test_paper_tables`` checks it
-against the paper when the paper is present beside the checkout.
+The lists are committed data (the paper is not needed at run time); ``test_paper_tables`` checks them
+against the paper (with :func:`label_groups`) when the paper is present beside the checkout.
 """
 
 from __future__ import annotations
 
-__all__ = ["DISPOSITION_KINDS", "PAPER_TABLES", "UNREPRODUCED"]
+import re
+
+__all__ = ["DISPOSITION_KINDS", "PAPER_TABLES", "SHARED_TABLES", "UNREPRODUCED", "label_groups"]
 
 PAPER_TABLES: tuple[str, ...] = (
     "tab:endpoint-separation",
@@ -111,6 +113,46 @@ PAPER_TABLES: tuple[str, ...] = (
     "tab:joint-app-reference-subgroup-metadata",
 )
 
+#: labels the paper puts on ONE table (one caption, one tabular; a second ``\label`` after the first):
+#: a label of such a group without compared rows of its own is "covered" when another label of its group
+#: is reproduced ("same table as tab:X (second \label)").  Two captioned tables side by side in one float
+#: (``\captionof`` in two minipages: tab:joint-main-effects / tab:joint-main-reference,
+#: tab:memory-development / tab:memory-test) are separate tables and are not listed.
+SHARED_TABLES: tuple[tuple[str, ...], ...] = (
+    ("tab:content-fit-pairs", "tab:independent-endpoint-pair-replay"),
+    ("tab:content-controls", "tab:representation-controls"),
+    ("tab:content-nonlinear", "tab:nonlinear-operator-holdout"),
+    ("tab:content-substrate-strata", "tab:cross-substrate-selected-only"),
+    ("tab:content-tracebank", "tab:llm-tracebank"),
+    ("tab:learned-control-primary-contrasts", "tab:learned-control-secondary-contrasts"),
+)
+
+_FLOAT = re.compile(r"\\begin\{(table\*?)\}(.*?)\\end\{\1\}", re.S)
+_CAPTION = re.compile(r"\\caption(?:of)?\b")
+_TAB_LABEL = re.compile(r"\\label\{(tab:[^}]*)\}")
+
+
+def label_groups(tex: str) -> tuple[tuple[str, ...], ...]:
+    """The ``tab:`` labels of a LaTeX text grouped by the table they label, in the text's order.
+
+    A table is one caption (``\\caption`` or ``\\captionof``) inside a ``table`` / ``table*`` float with
+    the labels that follow it up to the next caption; a float with two captioned minipages holds two
+    tables.  Labels outside any float are a group of their own each."""
+    groups: list[tuple[str, ...]] = []
+    pos = 0
+    for m in _FLOAT.finditer(tex):
+        groups += [(lab,) for lab in _TAB_LABEL.findall(tex, pos, m.start())]
+        for i, part in enumerate(_CAPTION.split(m.group(2))):
+            labels = tuple(_TAB_LABEL.findall(part))
+            if i == 0:  # before the first caption: labels without a caption, one table each
+                groups += [(lab,) for lab in labels]
+            elif labels:
+                groups.append(labels)
+        pos = m.end()
+    groups += [(lab,) for lab in _TAB_LABEL.findall(tex, pos)]
+    return tuple(groups)
+
+
 #: the kinds a label without compared rows may have (a label with compared rows is "reproduced")
 DISPOSITION_KINDS = ("covered", "hosted", "no numbers", "not reproduced")
 
@@ -142,45 +184,14 @@ UNREPRODUCED: dict[str, tuple[str, str]] = {
         "no numbers",
         "the definition of the replay cells (key-utility map), symbols only",
     ),
-    "tab:independent-endpoint-pair-replay": (
-        "covered",
-        "tab:independent-endpoint-pair-endpoint (section `learned-endpoint-fits`: the same five fitted "
-        "pairs)",
-    ),
-    "tab:content-controls": (
-        "not reproduced",
-        "matched state variants on the primary fixed trace (identity-minus-mapped utility over nine "
-        "derangements); computable without a model, not registered yet",
-    ),
-    "tab:representation-interaction": (
-        "not reproduced",
-        "paired OCRR − time-preserving-placebo interaction; the placebo itself is in `changed-substrate-"
-        "placebo` / `time-cell`, the paired interaction is not registered yet",
-    ),
     "tab:semantic-null-interaction": (
         "covered",
         "tab:semantic-null-detail and tab:representation-writer-interactions (section `semantic-null`)",
-    ),
-    "tab:pair-preserving-detail": (
-        "covered",
-        "the \"Pair placebo − value null\" rows of section `semantic-null` (labelled tab:semantic-null-"
-        "detail there)",
     ),
     "tab:hidden-operator-signatures": (
         "covered",
         "tab:content-blind and tab:blind-relation-challenge (section `family-blind`: blinded per-writer "
         "signatures and the Correct counts)",
-    ),
-    "tab:nonlinear-operator-holdout": (
-        "covered",
-        "tab:content-nonlinear (section `content-nonlinear`: nonlinear state-coordinate checks under "
-        "complete-pair transport)",
-    ),
-    "tab:content-substrate-strata": (
-        "not reproduced",
-        "changed-substrate transport by task family and noise level (fitted selected-outcome writer); the"
-        " pooled changed-substrate tables are in `changed-substrate-endpoint` / `changed-substrate-"
-        "selected-only`, the per-stratum split is not registered yet",
     ),
     "tab:content-interfaces": (
         "hosted",
@@ -232,8 +243,8 @@ UNREPRODUCED: dict[str, tuple[str, str]] = {
     ),
     "tab:llm-tracebank": (
         "hosted",
-        "adaptation traces of the hosted Sol readout (GPT-6 Sol); the scripted and embedded memory traces"
-        " are in `memory-test` / `memory-test-embedded`",
+        "same table as tab:content-tracebank (second \\label): adaptation traces of the hosted Sol readout "
+        "(GPT-6 Sol); the scripted and embedded memory traces are in `memory-test` / `memory-test-embedded`",
     ),
     "tab:llm-state-off": (
         "hosted",

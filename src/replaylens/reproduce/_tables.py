@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._paper_tables import PAPER_TABLES, UNREPRODUCED
+from ._paper_tables import PAPER_TABLES, SHARED_TABLES, UNREPRODUCED
 
 __all__ = ["TableStatus", "paper_table_lines", "paper_table_status"]
 
@@ -51,14 +51,26 @@ def _rows_by_label(body: Iterable[str]) -> tuple[dict[str, dict[str, Counter[str
     return by, anchors
 
 
+def _compared(sections: dict[str, Counter[str]]) -> bool:
+    return any(c[s] for c in sections.values() for s in _COMPARED)
+
+
 def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
-    """The status of every ``tab:`` label of the paper, in the paper's order."""
+    """The status of every ``tab:`` label of the paper, in the paper's order.
+
+    A label with compared rows is ``reproduced``; a label without them that shares its table with a
+    reproduced label (``SHARED_TABLES``: a second ``\\label`` on the same table) is ``covered`` by it,
+    with that label's sections; otherwise its declared disposition (``UNREPRODUCED``) applies."""
     by, _ = _rows_by_label(body)
+    mates = {label: [m for m in group if m != label] for group in SHARED_TABLES for label in group}
     out = []
     for label in PAPER_TABLES:
         sections = by.get(label, {})
-        if any(c[s] for c in sections.values() for s in _COMPARED):
+        mate = next((m for m in mates.get(label, []) if _compared(by.get(m, {}))), None)
+        if _compared(sections):
             out.append(TableStatus(label, "reproduced", sections, ""))
+        elif mate is not None:
+            out.append(TableStatus(label, "covered", by[mate], f"same table as {mate} (second \\label)"))
         elif label in UNREPRODUCED:
             kind, detail = UNREPRODUCED[label]
             out.append(TableStatus(label, kind, sections, detail))
