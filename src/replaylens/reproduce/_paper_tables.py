@@ -300,19 +300,6 @@ UNREPRODUCED: dict[str, tuple[str, str]] = {
         "hosted GPT-6 Astra's memory contrasts; the scripted and embedded (SmolLM2) contrasts are shown "
         "next to them in `memory-test` / `memory-test-embedded`",
     ),
-    "tab:learned-control-all-fits": (
-        "not reproduced",
-        "same-architecture learned control with permutation augmentation (issue 14 point 4, in progress "
-        "elsewhere)",
-    ),
-    "tab:learned-control-primary-contrasts": (
-        "not reproduced",
-        "permutation-augmented minus ordinary contrasts (issue 14 point 4, in progress elsewhere)",
-    ),
-    "tab:learned-control-secondary-contrasts": (
-        "not reproduced",
-        "permutation-augmented minus ordinary contrasts (issue 14 point 4, in progress elsewhere)",
-    ),
     "tab:sequential-responses": (
         "hosted",
         "hosted GPT-6 Astra's planning responses; the scripted planner's are shown next to them (n/a), "
