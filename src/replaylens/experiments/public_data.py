@@ -872,6 +872,9 @@ def write_example(out_dir: str | os.PathLike[str], *, n_streams: int = 8, seed: 
 
 CHANGED_SEED = 20260951
 """Changed-substrate seed (the paper publishes none); also the closed-loop seed there."""
+CHANGED_HS_OFFSET = "candidate"
+"""Reading of the HS future offset (partB §2.2 CHOICE; ``"task"`` is the FLAG alternative, see
+docs/reproduction-notes.md, issue 14 (b))."""
 SELECTED_SIGMA = SlotSpec(value_seed=20260971, time_seed=20260972, reorder_seed=20260973)
 """Selected-only calibration: value and pair share one 48-slot derangement per block."""
 CHANGED_NOTE = ("changed substrate rebuilt from the paper's equations and partB §2 CHOICEs (seed 20260951; draws "
@@ -901,7 +904,7 @@ class ChangedSuite:
 @cache
 def changed_suite() -> ChangedSuite:
     """World, OCRR / No update closed loops and the three replays of the changed substrate (cached)."""
-    w = build_changed(N_STREAMS, seed=CHANGED_SEED)
+    w = build_changed(N_STREAMS, seed=CHANGED_SEED, hs_offset=CHANGED_HS_OFFSET)
     ocrr = run_closed_loop(w, AgentController(changed_ocrr_agent(), w.arms, cost=12.0), seed=CHANGED_SEED)
     nou = run_closed_loop(w, NoUpdate(w.arms, cost=12.0), seed=CHANGED_SEED)
     h, f, e = w.history(ocrr.adapt_actions), w.futures(), w.evaluator()

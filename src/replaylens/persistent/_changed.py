@@ -8,7 +8,8 @@ adaptation and 48 future tasks.  The four arms are probe allocators with a budge
   of b̄_i + 0.30/√n_i over visited and 0.50 + 0.08·U_i over unvisited candidates (U_i a fixed uniform draw; lowest
   index on ties); ``mixed`` uses coverage for the first ⌊n/2⌋ probes, then the adaptive rule on all history.
 * **Hypothesis screening** (n = 12): z_i ~ N(0, τ_φ²), τ = 0.90 / 1.10 / 0.78 (dev / adapt / future); future
-  values get the per-candidate offset linspace(−0.18, 0.18, 12)[i]; probe b = z_i + ε, ε ~ N(0, η²), η = 0.16
+  values get the per-candidate offset linspace(−0.18, 0.18, 12)[i] (``hs_offset="task"``: instead future task ℓ
+  gets linspace(−0.18, 0.18, 48)[ℓ] on every candidate, partB §2.2 FLAG); probe b = z_i + ε, ε ~ N(0, η²), η = 0.16
   (low) or 0.62 (high).  The selected three are the three probed candidates with the largest probe mean (ties to
   the lower index), filled with the lowest-index unprobed candidates; utility
   clip₀¹(0.50 + 0.22·(z̄_sel − z̄)/(sd(z) + 1e-6)) with the population sd.  The oracle utility replaces z̄_sel by
@@ -55,6 +56,7 @@ HS_TAU = {"development": 0.90, "adaptation": 1.10, "future": 0.78}
 HS_ETA = {"low": 0.16, "high": 0.62}
 MV_KAPPA = {"development": -0.20, "adaptation": 0.15, "future": 0.38}
 MV_SD = {"low": 0.035, "high": 0.18}
+HS_OFFSETS = ("candidate", "task")
 
 
 def probe_allocation(arm: str, signal: np.ndarray, noise: np.ndarray, uniforms: np.ndarray, *,
@@ -192,7 +194,8 @@ class ChangedWorld:
                           for t in range(len(u[r][s]))}, source="<changed>")
 
 
-def _tables(seed: int, r_n: int, family: str, context: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+def _tables(seed: int, r_n: int, family: str, context: str, split: str,
+            hs_offset: str = "candidate") -> tuple[np.ndarray, np.ndarray]:
     """(utility [r, t, 4], oracle utility [r, t]) of one stratum and split."""
     t_n = TASKS[split]
     n = HS_N if family == "hypothesis" else MV_N
@@ -205,8 +208,10 @@ def _tables(seed: int, r_n: int, family: str, context: str, split: str) -> tuple
             j = r * t_n + q
             if family == "hypothesis":
                 z = g.normal(0.0, HS_TAU[split], n)
-                if split == "future":
+                if split == "future" and hs_offset == "candidate":
                     z = z + np.linspace(-0.18, 0.18, n)
+                elif split == "future":  # "task": one level per future task, drifting across the split
+                    z = z + np.linspace(-0.18, 0.18, t_n)[q]
                 sig[j] = z
             else:
                 ell = g.normal(0.0, 0.85, n) + np.linspace(-0.75, 0.75, n) + MV_KAPPA[split]
@@ -226,9 +231,18 @@ def _tables(seed: int, r_n: int, family: str, context: str, split: str) -> tuple
     return util.reshape(r_n, t_n, -1), oracle.reshape(r_n, t_n)
 
 
-def build_changed(n_streams: int = 48, *, seed: int, decimals: int | None = 6) -> ChangedWorld:
-    """Build the changed substrate (4 strata × 48 streams by default); utilities rounded to ``decimals``."""
+def build_changed(n_streams: int = 48, *, seed: int, decimals: int | None = 6,
+                  hs_offset: str = "candidate") -> ChangedWorld:
+    """Build the changed substrate (4 strata × 48 streams by default); utilities rounded to ``decimals``.
+
+    ``hs_offset`` reads the hypothesis-screening future offset "from −0.18 to 0.18": ``"candidate"`` (partB §2.2
+    CHOICE, z_i += linspace(−0.18, 0.18, 12)[i]) or ``"task"`` (the §2.2 FLAG alternative: future task ℓ of 48
+    gets the constant linspace(−0.18, 0.18, 48)[ℓ] on all its candidates; it cancels in U_HS and moves only the
+    adaptive rule's comparison with its absolute unvisited score 0.50 + 0.08·U_i).
+    """
     derive_seed(seed)
+    if hs_offset not in HS_OFFSETS:
+        raise ConfigError(f"hs_offset must be one of {', '.join(HS_OFFSETS)}; got {hs_offset!r}")
     if isinstance(n_streams, bool) or not isinstance(n_streams, int) or n_streams < 1:
         raise ConfigError(f"n_streams must be a positive int; got {n_streams!r}")
     out: dict[str, np.ndarray] = {}
@@ -236,7 +250,7 @@ def build_changed(n_streams: int = 48, *, seed: int, decimals: int | None = 6) -
     for split in SPLITS:
         arr = np.empty((n_streams, len(CHANGED_STRATA), TASKS[split], len(CHANGED_ARMS)))
         for s, (fam, ctx) in enumerate(CHANGED_STRATA):
-            u, o = _tables(seed, n_streams, fam, ctx, split)
+            u, o = _tables(seed, n_streams, fam, ctx, split, hs_offset)
             arr[:, s] = u
             if split == "future":
                 ora[:, s] = o
