@@ -219,6 +219,27 @@ def test_generic_memory_rules(world: FakeWorld) -> None:
     assert gm.choose_future(s, STRATA[4], 2, np.random.default_rng(0)) == 0
 
 
+def test_generic_memory_moves_on_after_a_failure_and_keeps_the_last_success_for_the_future() -> None:
+    """Paper L2139: "repeats the last arm after a value at least 0.56 and otherwise follows round-robin"; L1102:
+    "stores the last successful arm".  After a failure the rule moves on round-robin even when an earlier success
+    is stored (it does not go back to it), and the frozen future uses the last success, not the last arm tried
+    (docs/reproduction-notes.md, issue 14 (e))."""
+    gm, rng, key = GenericMemory(ARMS), np.random.default_rng(0), STRATA[2]
+    s = gm.observe(gm.start(0, rng), key, 0, 0.70, 0, rng)  # coverage succeeds
+    s = gm.observe(s, key, 0, 0.40, 1, rng)                   # coverage fails
+    assert gm.choose(s, key, 2, rng) == 1                     # -> adaptive, not back to coverage
+    s = gm.observe(s, key, 1, 0.10, 2, rng)
+    assert gm.choose(s, key, 3, rng) == 2                     # -> replicate
+    s = gm.observe(s, key, 2, 0.55, 3, rng)                   # 0.55 < 0.56 is a failure
+    assert gm.choose(s, key, 4, rng) == 3                     # -> mixed
+    s = gm.observe(s, key, 3, 0.20, 4, rng)
+    assert gm.choose(s, key, 5, rng) == 0                     # wraps to coverage
+    assert gm.choose_future(s, key, 5, rng) == 0             # last success (coverage), not the last arm (mixed)
+    s = gm.observe(s, key, 0, 0.56, 5, rng)                   # exactly 0.56 is a success
+    assert gm.choose(s, key, 6, rng) == 0
+    assert gm.choose(s, STRATA[0], 6, rng) == 0               # another key is unvisited: coverage
+
+
 def test_static_controllers_use_development(world: FakeWorld) -> None:
     sp = StaticPredictor(ARMS)
     s = sp.develop(sp.start(0, np.random.default_rng(0)), STRATA[0], world.dev_utility[0, 0],
