@@ -350,22 +350,26 @@ def test_changed_world_tables(changed: ChangedWorld) -> None:
 
 
 def test_changed_hs_offset_readings(changed: ChangedWorld) -> None:
-    """The two readings of the HS future offset (issue 14 (b)): only HS future tables differ; "task" adds one
-    constant per future task, which cancels in U_HS (the oracle utility is that of the offset-free latent values)."""
+    """The two readings of the HS future offset (issue 14 (b)): only HS future tables differ; "task" (the default)
+    adds one constant per future task, which cancels in U_HS (the oracle utility is that of the offset-free latent
+    values); "candidate" adds linspace(-0.18, 0.18, 12) to the candidates."""
     from replaylens.rng import derive_rng
 
-    task = build_changed(4, seed=pd_.CHANGED_SEED, hs_offset="task")
-    assert np.array_equal(task.dev_utility, changed.dev_utility)
-    assert np.array_equal(task.adapt_utility, changed.adapt_utility)
-    assert np.array_equal(task.future_utility[:, 2:], changed.future_utility[:, 2:])
-    assert not np.array_equal(task.future_utility[:, :2], changed.future_utility[:, :2])
+    cand = build_changed(4, seed=pd_.CHANGED_SEED, hs_offset="candidate")
+    task = changed
+    assert pd_.CHANGED_HS_OFFSET == "task"
+    assert np.array_equal(task.future_utility, build_changed(4, seed=pd_.CHANGED_SEED, hs_offset="task").future_utility)
+    assert np.array_equal(task.dev_utility, cand.dev_utility)
+    assert np.array_equal(task.adapt_utility, cand.adapt_utility)
+    assert np.array_equal(task.future_utility[:, 2:], cand.future_utility[:, 2:])
+    assert not np.array_equal(task.future_utility[:, :2], cand.future_utility[:, :2])
     for r, q in ((0, 0), (3, 47), (1, 20)):
         z = derive_rng(pd_.CHANGED_SEED, "changed", "hypothesis", "low", r, "future", q).normal(0.0, 0.78, 12)
         best = np.clip(0.5 + 0.22 * (np.sort(z)[-3:].mean() - z.mean()) / (z.std() + 1e-6), 0.0, 1.0)
         assert task.future_oracle_utility[r, 0, q] == pytest.approx(best, abs=1e-6)
         zc = z + np.linspace(-0.18, 0.18, 12)
         best_c = np.clip(0.5 + 0.22 * (np.sort(zc)[-3:].mean() - zc.mean()) / (zc.std() + 1e-6), 0.0, 1.0)
-        assert changed.future_oracle_utility[r, 0, q] == pytest.approx(best_c, abs=1e-6)
+        assert cand.future_oracle_utility[r, 0, q] == pytest.approx(best_c, abs=1e-6)
     with pytest.raises(ConfigError, match="hs_offset"):
         build_changed(1, seed=pd_.CHANGED_SEED, hs_offset="drift")
 

@@ -872,9 +872,9 @@ def write_example(out_dir: str | os.PathLike[str], *, n_streams: int = 8, seed: 
 
 CHANGED_SEED = 20260951
 """Changed-substrate seed (the paper publishes none); also the closed-loop seed there."""
-CHANGED_HS_OFFSET = "candidate"
-"""Reading of the HS future offset (partB §2.2 CHOICE; ``"task"`` is the FLAG alternative, see
-docs/reproduction-notes.md, issue 14 (b))."""
+CHANGED_HS_OFFSET = "task"
+"""Reading of the HS future offset: a drift over the 48 future tasks (partB §2.2 FLAG alternative, adopted over the
+per-candidate CHOICE by the paper's own per-stratum endpoint; docs/decisions.md, issue 14 (b))."""
 SELECTED_SIGMA = SlotSpec(value_seed=20260971, time_seed=20260972, reorder_seed=20260973)
 """Selected-only calibration: value and pair share one 48-slot derangement per block."""
 CHANGED_NOTE = ("changed substrate rebuilt from the paper's equations and partB §2 CHOICEs (seed 20260951; draws "

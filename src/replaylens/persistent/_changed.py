@@ -7,12 +7,12 @@ adaptation and 48 future tasks.  The four arms are probe allocators with a budge
   candidate 0 twelve times); ``adaptive`` takes the lowest-index candidate without history, otherwise the argmax
   of b̄_i + 0.30/√n_i over visited and 0.50 + 0.08·U_i over unvisited candidates (U_i a fixed uniform draw; lowest
   index on ties); ``mixed`` uses coverage for the first ⌊n/2⌋ probes, then the adaptive rule on all history.
-* **Hypothesis screening** (n = 12): z_i ~ N(0, τ_φ²), τ = 0.90 / 1.10 / 0.78 (dev / adapt / future); future
-  values get the per-candidate offset linspace(−0.18, 0.18, 12)[i] (``hs_offset="task"``: instead future task ℓ
-  gets linspace(−0.18, 0.18, 48)[ℓ] on every candidate, partB §2.2 FLAG); probe b = z_i + ε, ε ~ N(0, η²), η = 0.16
-  (low) or 0.62 (high).  The selected three are the three probed candidates with the largest probe mean (ties to
-  the lower index), filled with the lowest-index unprobed candidates; utility
-  clip₀¹(0.50 + 0.22·(z̄_sel − z̄)/(sd(z) + 1e-6)) with the population sd.  The oracle utility replaces z̄_sel by
+* **Hypothesis screening** (n = 12): z_i ~ N(0, τ_φ²), τ = 0.90 / 1.10 / 0.78 (dev / adapt / future);
+  future task ℓ gets the offset linspace(−0.18, 0.18, 48)[ℓ] on every candidate (``hs_offset="task"``, the
+  default, partB §2.2 FLAG; ``"candidate"``: z_i += linspace(−0.18, 0.18, 12)[i], the §2.2 CHOICE);
+  probe b = z_i + ε, ε ~ N(0, η²), η = 0.16 (low) or 0.62 (high).  The selected three are the three probed
+  candidates with the largest probe mean (ties to the lower index), filled with the lowest-index unprobed candidates;
+  utility clip₀¹(0.50 + 0.22·(z̄_sel − z̄)/(sd(z) + 1e-6)) with the population sd.  The oracle utility replaces z̄_sel by
   the mean of the three largest z.
 * **Model validation** (n = 10): ℓ_i ~ N(0, 0.85²) + linspace(−0.75, 0.75, 10)[i] + κ_φ, κ = −0.20 / 0.15 / 0.38;
   p_i = sigmoid(ℓ_i); probe b = clip₀¹(p_i + ε), ε sd 0.035 (low) or 0.18 (high); p̂_i = the probe mean (0.5 if
@@ -195,7 +195,7 @@ class ChangedWorld:
 
 
 def _tables(seed: int, r_n: int, family: str, context: str, split: str,
-            hs_offset: str = "candidate") -> tuple[np.ndarray, np.ndarray]:
+            hs_offset: str = "task") -> tuple[np.ndarray, np.ndarray]:
     """(utility [r, t, 4], oracle utility [r, t]) of one stratum and split."""
     t_n = TASKS[split]
     n = HS_N if family == "hypothesis" else MV_N
@@ -232,11 +232,11 @@ def _tables(seed: int, r_n: int, family: str, context: str, split: str,
 
 
 def build_changed(n_streams: int = 48, *, seed: int, decimals: int | None = 6,
-                  hs_offset: str = "candidate") -> ChangedWorld:
+                  hs_offset: str = "task") -> ChangedWorld:
     """Build the changed substrate (4 strata × 48 streams by default); utilities rounded to ``decimals``.
 
     ``hs_offset`` reads the hypothesis-screening future offset "from −0.18 to 0.18": ``"candidate"`` (partB §2.2
-    CHOICE, z_i += linspace(−0.18, 0.18, 12)[i]) or ``"task"`` (the §2.2 FLAG alternative: future task ℓ of 48
+    CHOICE, z_i += linspace(−0.18, 0.18, 12)[i]) or ``"task"`` (default; the §2.2 FLAG alternative: future task ℓ of 48
     gets the constant linspace(−0.18, 0.18, 48)[ℓ] on all its candidates; it cancels in U_HS and moves only the
     adaptive rule's comparison with its absolute unvisited score 0.50 + 0.08·U_i).
     """
