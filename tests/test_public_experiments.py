@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from replaylens.agents import TaskInput
 from replaylens.cli._main import cli
-from replaylens.controllers import ocrr_agent
+from replaylens.controllers import OCRR, AgentController, LedgerController, ocrr_agent, run_closed_loop
 from replaylens.data import DataError
 from replaylens.errors import ConfigError
 from replaylens.experiments import all_reproductions
@@ -158,6 +159,34 @@ def test_matrix_conditions_and_costs(world: PublicWorld, matrix: dict) -> None:
     assert np.all(ocrr.adapt_actions[:, :2] == world.arms.index("replicate"))
     # the future split is frozen: one action per (stream, stratum) for the ledger controllers
     assert np.all(ocrr.future_actions == ocrr.future_actions[:, :, :1])
+
+
+def test_breast_cancer_ocrr_arm_is_set_by_the_block_order(world: PublicWorld, matrix: dict,
+                                                          data_dir: Path) -> None:
+    """Issue 14 (d): the breast-cancer OCRR arm is decided before any breast-cancer outcome is seen.
+
+    Breast cancer first (committed order): the empty state ties every arm at 0.5 + 0.28 = 0.78 and the
+    lexicographically-largest rule picks `replicate`; its breast-cancer utilities keep its score above 0.78, so it
+    is never left.  Red wine first: the first breast-cancer decision reads the global arm means carried from the
+    wine blocks (paper l.1093), the arm with the largest one is taken and again never left."""
+    ctl = LedgerController(OCRR)
+    empty = ctl.init_state()
+    assert np.allclose(ctl.scores(empty, "breast-cancer", "iid", world.arms), 0.78)
+    bc = [s for s, st in enumerate(world.strata) if st[0] == "breast-cancer"]
+    assert bc == [0, 1] and np.all(matrix["OCRR"].adapt_actions[:, bc] == world.arms.index("replicate"))
+    wine_first = build_public(6, seed=SEED, data_dir=data_dir, datasets=("wine-red", "breast-cancer"))
+    cw = pd_.ClosedLoopWorld(wine_first)
+    res = run_closed_loop(cw, AgentController(ocrr_agent("ocrr"), wine_first.arms, cost=24.0), seed=SEED)
+    assert np.array_equal(wine_first.adapt_utility[:, 2:], world.adapt_utility[:, :2])  # same task tables
+    for r in range(wine_first.n_streams):
+        state = ctl.init_state()
+        for s in range(2):  # replay the wine blocks into the ledger
+            for t in range(res.adapt_actions.shape[2]):
+                state = ctl.update(state, TaskInput(f"r{r:02d}", *wine_first.strata[s], t, f"t{t}"),
+                                   wine_first.arms[int(res.adapt_actions[r, s, t])], float(res.adapt_utility[r, s, t]))
+        sc = ctl.scores(state, "breast-cancer", "iid", wine_first.arms)
+        first = max(wine_first.arms[i] for i in np.flatnonzero(sc == sc.max()))
+        assert np.all(res.adapt_actions[r, 2:] == wine_first.arms.index(first))  # single label, both BC blocks
 
 
 # ------------------------------------------------------------------ persistent recurrent agent

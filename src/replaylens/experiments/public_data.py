@@ -122,10 +122,12 @@ NOTE = ("measured-outcome substrate rebuilt from the paper's text (seed 20260901
         "paper's); levels within 0.03, structural values exact")
 CONTRAST_NOTE = ("descriptive contrast on the rebuilt substrate; tolerance 0.005 normalized (5 in 10^-3 units) on "
                  "estimates and limits, and the sign is compared separately")
-OCRR_NOTE = ("primary OCRR (partB §3.6 CHOICE): an empty state picks `replicate` (lexicographically largest), and "
-             "on breast cancer (utility ~0.8) it never leaves `replicate`, whose future utility is below `mixed` "
-             "in iid (0.801 vs 0.833) and above it in shifted (0.769 vs 0.756); the paper's breast-cancer "
-             "OCRR ≈ No update (and its structural rekey ΔU signs) point to a non-`replicate` breast-cancer trace")
+OCRR_NOTE = ("primary OCRR (partB §3.6 CHOICE), blocks visited breast cancer first: the empty state ties all arms "
+             "at 0.78 and picks `replicate` (lexicographically largest), and breast-cancer utilities keep it ahead, "
+             "so the breast-cancer trace is `replicate` only (future 0.801 vs `mixed` 0.833 iid, 0.769 vs 0.756 "
+             "shifted); root cause = the unstated block order (docs/reproduction-notes.md, issue 14 (d)): with red "
+             "wine visited first (the appendix's order) the wine global prior picks the breast-cancer arm and the "
+             "breast-cancer ΔU_O−N become −0.59/−0.10, pooled O−N −2.09, O−Shuffled +2.83 (10^-3)")
 LEVEL_TOL = 0.03
 CONTRAST_TOL = 5.0  # 10^-3 units
 A_TOL, O_TOL = 0.10, 0.05
