@@ -177,6 +177,22 @@ def public_world() -> PublicWorld:
     return build_public(N_STREAMS, seed=SEED)
 
 
+CLOSED_LOOP_DATASETS = ("wine-red", "breast-cancer")
+"""The order in which the closed-loop controllers visit the data families: red wine first (issue 14 (d), see
+docs/decisions.md; the paper's printed breast-cancer OCRR = No update is unreachable when breast cancer opens on an
+empty state, which selects `replicate`)."""
+
+
+@cache
+def closed_loop_world() -> PublicWorld:
+    """:func:`public_world`'s tables with the strata in the closed loop's visiting order (:data:`CLOSED_LOOP_DATASETS`).
+
+    Each task's tables come from its own generator, so only the strata order (and hence every controller's state
+    prefix) differs from :func:`public_world`.
+    """
+    return build_public(N_STREAMS, seed=SEED, datasets=CLOSED_LOOP_DATASETS)
+
+
 CONDITIONS = ("OCRR", "No update", "Generic memory", "Generic skill", "Shuffled outcome", "Static predictor",
               "Extra sampling")
 SECONDARY = ("Selected static", "Contextual UCB")
@@ -205,8 +221,8 @@ def run_matrix(world: PublicWorld, *, seed: int = SEED) -> dict[str, ClosedLoopR
 
 @cache
 def public_matrix() -> dict[str, ClosedLoopResult]:
-    """The controller matrix on :func:`public_world` (cached)."""
-    return run_matrix(public_world())
+    """The controller matrix on :func:`closed_loop_world` (cached)."""
+    return run_matrix(closed_loop_world())
 
 
 def _ci(values: np.ndarray, tag: str) -> tuple[float, float, float]:
@@ -243,7 +259,7 @@ PAPER_STRATA = {  # (family, context): OCRR, No update, ΔU est, lower, upper (1
 @register_reproduction("public-data-strata", "Public-data endpoint check by stratum (OCRR vs No update)",
                        issue="4")
 def public_data_strata() -> list[Comparison]:
-    w = public_world()
+    w = closed_loop_world()
     m = public_matrix()
     ocrr, nou = m["OCRR"].future_utility, m["No update"].future_utility
     rows: list[Comparison] = []
@@ -317,7 +333,7 @@ PAPER_CONDITIONS = {  # utility, regret, utility/cost
 @register_reproduction("public-data-conditions", "Public-data condition means (utility, regret, utility per cost)",
                        issue="4")
 def public_data_conditions() -> list[Comparison]:
-    w = public_world()
+    w = closed_loop_world()
     m = public_matrix()
     names = list(PAPER_CONDITIONS) + list(SECONDARY)
     summ = {r["condition"]: r for r in condition_summary(ClosedLoopWorld(w), [m[n] for n in names])
@@ -352,7 +368,7 @@ def public_data_conditions() -> list[Comparison]:
 
 @cache
 def _permutation_replay() -> Decisions:
-    w = public_world()
+    w = closed_loop_world()
     ocrr = public_matrix()["OCRR"]
     return replay(w.history(ocrr.adapt_actions), w.futures(), w.evaluator(), ocrr_agent("ocrr"), cells="",
                   maps="derangements", seed=SEED)
@@ -393,7 +409,7 @@ def _max_abs_du(dec: Decisions, cell: str) -> float:
 
 @cache
 def _ucb1_decisions() -> Decisions:
-    w = public_world()
+    w = closed_loop_world()
     ucb = public_matrix()["Contextual UCB"]
     return replay(w.history(ucb.adapt_actions), w.futures(), w.evaluator(), ocrr_agent("ucb1"),
                   cells="value,pair,key_slot", maps="derangements", draws=[UCB1_SIGMA], seed=SEED)
@@ -440,7 +456,7 @@ def public_ucb1_replay() -> list[Comparison]:
 
 @cache
 def _structural_decisions() -> Decisions:
-    w = public_world()
+    w = closed_loop_world()
     ocrr = public_matrix()["OCRR"]
     return replay(w.history(ocrr.adapt_actions), w.futures(), w.evaluator(), count_sum_agent(),
                   cells="value,pair,key_slot", maps="derangements", draws=[STRUCTURAL_SIGMA], seed=SEED)
@@ -497,7 +513,7 @@ def _single_label_rows(w: PublicWorld, s: int, paper: tuple[float, float, float]
 @register_reproduction("public-structural-replay", "Structural replay on measured outcomes: count–sum ledger",
                        issue="4")
 def public_structural_replay() -> list[Comparison]:
-    w = public_world()
+    w = closed_loop_world()
     dec = _structural_decisions()
     ocrr = public_matrix()["OCRR"]
     rows: list[Comparison] = []
