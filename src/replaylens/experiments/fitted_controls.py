@@ -65,6 +65,9 @@ DRAWS = (SIGMA, *(SlotSpec(value_seed=s, time_seed=s, reorder_seed=s) for s in (
 TOL = {"U": 0.01, "A": 0.02, "O": 0.02}
 NOTE = ("substrate, OCRR trace and σ* rebuilt from the spec's RECs (the paper's draws cannot be rebuilt); "
         "tolerance ±0.01 U, ±0.02 A/O fixed a priori (spec partA §6)")
+RECURRENT_NOTE = (NOTE + "; the recurrent fit is chaotic (a one-ulp change of one initial parameter changes Γ_U by up "
+                  "to 0.08), so these values hold for this floating-point environment only: reproduction-notes, "
+                  "issue 14 (c)")
 EXACT = "structural: holds exactly for any trace, draw and parameters"
 CONTRASTS = {"value": "value null", "time": "time placebo", "pair-value": "pair minus value",
              "value-time": "value null minus time placebo"}
@@ -501,9 +504,9 @@ def learned_recurrent() -> list[Comparison]:
                                 ("time", "Time placebo", (0.005, 0.001, 0.009, -0.012)),
                                 ("pair-value", "Pair minus value", (0.000, -0.003, 0.002, -0.005))):
         got = interaction(dec, contrast, "U", "recurrent-R1")
-        rows += _ci_rows(table, f"{label} (Utility)", got, pe[:3], "U")
+        rows += _ci_rows(table, f"{label} (Utility)", got, pe[:3], "U", RECURRENT_NOTE)
         rows.append(compare(table, f"{label} (Action)", "estimate", pe[3], interaction(dec, contrast, "A",
-                            "recurrent-R1").estimate, TOL["A"], NOTE))
+                            "recurrent-R1").estimate, TOL["A"], RECURRENT_NOTE))
     table = "tab:learned-recurrent-fit-stability"
     refits = ((0.001, -0.001, 0.003, 0.005, 0.001, 0.009), (0.000, -0.004, 0.004, 0.001, -0.003, 0.005),
              (0.001, -0.002, 0.003, 0.000, -0.001, 0.002), (0.003, -0.001, 0.007, 0.002, -0.001, 0.006),
@@ -513,9 +516,10 @@ def learned_recurrent() -> list[Comparison]:
         for i, contrast in enumerate(("value", "time")):
             got = interaction(d, contrast, "U", f"recurrent-R{k + 1}")
             name = "Value" if contrast == "value" else "Time"
-            rows += [compare(table, f"R{k + 1}", f"{name} estimate", pe6[3 * i], got.estimate, TOL["U"], NOTE),
-                     compare(table, f"R{k + 1}", f"{name} lower", pe6[3 * i + 1], got.low, TOL["U"], NOTE),
-                     compare(table, f"R{k + 1}", f"{name} upper", pe6[3 * i + 2], got.high, TOL["U"], NOTE)]
+            rn = f"R{k + 1}"
+            rows += [compare(table, rn, f"{name} estimate", pe6[3 * i], got.estimate, TOL["U"], RECURRENT_NOTE),
+                     compare(table, rn, f"{name} lower", pe6[3 * i + 1], got.low, TOL["U"], RECURRENT_NOTE),
+                     compare(table, rn, f"{name} upper", pe6[3 * i + 2], got.high, TOL["U"], RECURRENT_NOTE)]
     return rows
 
 
