@@ -232,3 +232,54 @@ def test_jsonl_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
     with pytest.raises(InputError) as ref:
         _row_path(p)
     assert str(got.value) == str(ref.value)
+
+
+def _row_evaluator(path):
+    from replaylens.records._columns import read_raw
+
+    t = read_raw(path)
+    return io_mod.evaluator_from_rows(t.rows, t.source, t.lines)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_utility_table_is_read_by_columns(bandit, tmp_path, monkeypatch, suffix):
+    from replaylens.records import read_evaluator, write_evaluator
+
+    p = write_evaluator(bandit.evaluator, tmp_path / f"u.{suffix}")
+    want = _row_evaluator(p)
+    table = io_mod.read_parquet_table(p) if suffix == "parquet" else io_mod._arrow_jsonl(p, "utility")
+    fast = io_mod._evaluator_from_arrow(table, str(p))
+    assert fast is not None  # the columnar path handled it (no fallback)
+    assert list(fast.table) == list(want.table)  # same (stream, task) order
+    assert all(list(fast.table[k].items()) == list(want.table[k].items()) for k in want.table)
+    assert fast.source == want.source == str(p)
+    monkeypatch.setattr(io_mod, "read_raw", lambda *_a: (_ for _ in ()).throw(AssertionError("row path")))
+    assert read_evaluator(p).table == want.table
+
+
+@pytest.mark.parametrize("column,edit,needle", [
+    ("utility", lambda v: [None, *v[1:]], "utility"),
+    ("key", lambda v: [" ", *v[1:]], "must not be empty"),
+    ("task", lambda v: [v[1], *v[1:]], "duplicate utility"),
+])
+def test_bad_parquet_utility_table_keeps_the_row_error(bandit, tmp_path, column, edit, needle):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replaylens.errors import InputError
+    from replaylens.records import read_evaluator, write_evaluator
+
+    p = write_evaluator(bandit.evaluator, tmp_path / "u.parquet")
+    t = pq.read_table(p)
+    if column == "task":  # the first row repeats the second row's (stream, task, key)
+        for name in ("stream", "task", "key"):
+            t = t.set_column(t.column_names.index(name), name, pa.array(edit(t.column(name).to_pylist())))
+    else:
+        t = t.set_column(t.column_names.index(column), column, pa.array(edit(t.column(column).to_pylist())))
+    pq.write_table(t, p)
+    assert io_mod._evaluator_from_arrow(pq.read_table(p), str(p)) is None
+    with pytest.raises(InputError) as got:
+        read_evaluator(p)
+    with pytest.raises(InputError) as want:
+        _row_evaluator(p)
+    assert str(got.value) == str(want.value) and needle in str(got.value)

@@ -31,6 +31,8 @@ def block_name(family: str, context: str) -> str:
 
 
 def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype.kind == "U":
+        return values.copy()  # already fixed-width text: no per-element Python objects
     arr = np.asarray(list(values), dtype=object)
     return arr.astype(str) if arr.size else np.zeros(0, dtype="<U1")
 

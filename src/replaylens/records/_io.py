@@ -185,9 +185,10 @@ def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> Hist
     return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word)
 
 
-def _arrow_jsonl(p: Path) -> Any:
+def _arrow_jsonl(p: Path, required: str = "outcome") -> Any:
     """The JSONL file as a ``pyarrow.Table`` when pyarrow reads it as one object per line (no BOM,
-    no blank lines, consistent types); else ``None`` (the row reader takes over)."""
+    no blank lines, consistent types, every line with a ``required`` key); else ``None`` (the row reader
+    takes over)."""
     import io
 
     import pyarrow.json as pj
@@ -204,9 +205,9 @@ def _arrow_jsonl(p: Path) -> Any:
     except Exception:  # any parse or type-inference problem: the row reader reports it precisely
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    # every line must *have* an outcome (null = masked, absent = an error); a JSON string value is
-    # never followed by ':', so this counts keys only
-    if table.num_rows != n_lines or data.count(b'"outcome":') != n_lines:
+    # every line must *have* the required key (a history's outcome: null = masked, absent = an error); a
+    # JSON string value is never followed by ':', so this counts keys only
+    if table.num_rows != n_lines or data.count(f'"{required}":'.encode()) != n_lines:
         return None
     return table
 
@@ -237,9 +238,64 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     return futures_from_rows(t.rows, t.source, t.lines)
 
 
+def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
+    """A plainly valid utility table read column by column (strings dictionary-encoded, no per-row dicts);
+    ``None`` for anything else, which the row reader then reports with its file, row and field."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = table.column_names
+    if table.num_rows == 0 or sorted(names) != sorted(EVALUATOR_FIELDS):
+        return None
+    words: list[list[str]] = []
+    codes: list[np.ndarray] = []
+    for name in ("stream", "task", "key"):
+        col = table.column(name)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) or col.null_count:
+            return None
+        enc = pc.dictionary_encode(col).combine_chunks()
+        vocab = enc.dictionary.to_pylist()
+        if any(not w or w != w.strip() for w in vocab):  # the row reader trims and rejects empty labels
+            return None
+        words.append(vocab)
+        codes.append(enc.indices.to_numpy().astype(np.int64))
+    col = table.column("utility")
+    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)) or col.null_count:
+        return None
+    util = np.asarray(pc.cast(col, pa.float64()).to_numpy(), dtype=np.float64)
+    if not np.isfinite(util).all():
+        return None
+    sizes = [len(w) for w in words]
+    if sizes[0] * sizes[1] * sizes[2] < 2**62:
+        flat = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
+        duplicated = np.unique(flat).size != flat.size
+    else:
+        duplicated = np.unique(np.stack(codes, axis=1), axis=0).shape[0] != util.size
+    if duplicated:
+        return None
+    s_words, t_words, k_words = words
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for s, t, k, u in zip(codes[0].tolist(), codes[1].tolist(), codes[2].tolist(), util.tolist(), strict=True):
+        out.setdefault((s_words[s], t_words[t]), {})[k_words[k]] = u
+    return Evaluator(out, source=source)
+
+
 def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
-    """Read and validate a counterfactual utility table."""
-    t = read_raw(Path(path), fmt)
+    """Read and validate a counterfactual utility table.
+
+    A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
+    problem) goes through the row reader, which names the file, row and field."""
+    p = Path(path)
+    kind = infer_format(p, fmt) if p.is_file() else None
+    table = None
+    if kind == "parquet":
+        table = read_parquet_table(p)
+    elif kind == "jsonl":
+        table = _arrow_jsonl(p, "utility")
+    fast = None if table is None else _evaluator_from_arrow(table, str(p))
+    if fast is not None:
+        return fast
+    t = read_raw(p, fmt)
     return evaluator_from_rows(t.rows, t.source, t.lines)
 
 

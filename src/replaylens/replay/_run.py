@@ -172,13 +172,13 @@ class PreparedReplay:
                                    for k, v in key.items()}, restart=restart)
             if jr.n_done:
                 print(f"resuming: {jr.n_done} of {len(shards)} shards done", file=sys.stderr)
-        per_stream: dict[str, np.ndarray] = {}
+        out = _ActionSink(plan.streams, [len(sds[s].futures) for s in plan.streams])
         todo = []
         for k, streams in enumerate(shards):
             if jr is not None and jr.done(k):
                 arrays = jr.load(k)
                 tick(sum(a.size for a in arrays))
-                per_stream.update(zip(streams, arrays, strict=True))
+                out.put(streams, arrays)
             else:
                 todo.append(k)
         run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
@@ -190,11 +190,44 @@ class PreparedReplay:
                     tick(sum(a.size for a in arrays))
                 if jr is not None:
                     jr.record(k, list(shards[k]), arrays)
-                per_stream.update(zip(shards[k], arrays, strict=True))
+                out.put(shards[k], arrays)
         finally:
             close()
-        actions = np.concatenate([per_stream[s] for s in plan.streams], axis=-1)
+        actions = out.result()
         return replace(self.base, actions=actions, path=path)
+
+
+class _ActionSink:
+    """Per-stream action arrays written into one preallocated array as shards arrive.
+
+    The result equals ``np.concatenate([a[s] for s in streams], axis=-1)`` (same values and dtype) without
+    holding every stream's array and a concatenated copy at once.
+    """
+
+    def __init__(self, streams: Sequence[str], n_tasks: Sequence[int]) -> None:
+        self.start = dict(zip(streams, np.r_[0, np.cumsum(n_tasks)][:-1].tolist(), strict=True))
+        self.total = int(sum(n_tasks))
+        self.streams = tuple(streams)
+        self.array: np.ndarray | None = None
+        self.seen: set[str] = set()
+
+    def put(self, streams: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
+        for name, a in zip(streams, arrays, strict=True):
+            if self.array is None:
+                self.array = np.empty((*a.shape[:-1], self.total), dtype=a.dtype)
+            elif np.result_type(self.array.dtype, a.dtype) != self.array.dtype:
+                self.array = self.array.astype(np.result_type(self.array.dtype, a.dtype))
+            s0 = self.start[name]
+            self.array[..., s0:s0 + a.shape[-1]] = a
+            self.seen.add(name)
+
+    def result(self) -> np.ndarray:
+        missing = [s for s in self.streams if s not in self.seen]
+        if missing:
+            raise RuntimeError(f"replay produced no decisions for stream {missing[0]!r}")
+        if self.array is None:  # no stream at all: what concatenating nothing would have raised
+            return np.concatenate([], axis=-1)
+        return self.array
 
 
 def support_lookup(agent: Agent, history: History, futures: FutureTasks, evaluator: Evaluator) -> Agent:
