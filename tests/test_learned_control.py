@@ -88,6 +88,34 @@ def test_augmentation_draws_a_new_permutation_every_update() -> None:
     assert np.array_equal(again.z, first)
 
 
+def test_augmented_training_input_keeps_its_target() -> None:
+    """Under augmentation the target of the permuted input is the (fixed) training target."""
+    ep = _episodes(16)
+    batch = _ControlBatch(ep, [7], True, 16, np.dtype(np.float64))
+    for _ in range(3):
+        batch.epoch += 1
+        batch._augment()
+        z = batch.z[0]
+        keys = np.where(z[..., :4].sum(-1) > 0, z[..., :4].argmax(-1), -1).T
+        util = np.where(keys >= 0, (z[..., 4:].sum(-1) + 0.5).T, 0.5)
+        permuted = ControlEpisodes(keys, util, ep.lengths)
+        assert np.array_equal(permuted.keys < 0, ep.keys < 0)
+        assert np.array_equal(permuted.targets(), ep.targets())
+        assert np.array_equal(np.argmax(batch.y[0], axis=1), ep.targets())
+
+
+def test_target_readout_of_an_oracle_scorer_is_perfect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact key sums as scores: mapped-aligned and pair-replay target accuracy 1, pair action 0."""
+    from replaylens.learned import _control as lc
+
+    held = _episodes(12)
+    future = lc.make_control_future(held, derive_rng(4, "future"))
+    monkeypatch.setattr(lc, "control_scores", lambda params, episodes: episodes.centered_sums())
+    m = lc.evaluate_control({}, held, future, lc.evaluation_draws(held, 9)).means()
+    assert m["aligned_acc"] == 1.0 and m["pair_acc"] == 1.0
+    assert m["pair_action"] == 0.0 and m["utility_gap"] == 0.0 and m["oracle_gap"] == 0.0
+
+
 @pytest.fixture(scope="module")
 def reduced() -> object:
     return run_learned_control(REDUCED)
