@@ -283,3 +283,58 @@ def test_bad_parquet_utility_table_keeps_the_row_error(bandit, tmp_path, column,
     with pytest.raises(InputError) as want:
         _row_evaluator(p)
     assert str(got.value) == str(want.value) and needle in str(got.value)
+
+
+def _row_futures(path):
+    from replaylens.records._columns import read_raw
+
+    t = read_raw(path)
+    return io_mod.futures_from_rows(t.rows, t.source, t.lines)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_future_tasks_are_read_lazily_from_columns(bandit, tmp_path, monkeypatch, suffix):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replaylens.records import read_futures, write_futures
+    from replaylens.records._arrow_rows import ArrowRows
+
+    p = write_futures(bandit.futures, tmp_path / f"f.{suffix}")
+    if suffix == "parquet":  # optional columns with nulls, and whitespace the validator strips
+        t = pq.read_table(p)
+        n = t.num_rows
+        t = t.append_column("feeds_family", pa.array([None if i % 2 else " bandit " for i in range(n)]))
+        t = t.append_column("feeds_context", pa.array([None if i % 2 else "easy" for i in range(n)]))
+        t = t.append_column("metadata", pa.array([None if i % 3 else f'{{"i": {i}}}' for i in range(n)]))
+        pq.write_table(t, p)
+    want = _row_futures(p)
+    table = io_mod.read_parquet_table(p) if suffix == "parquet" else io_mod._arrow_jsonl(p, "menu")
+    rows = ArrowRows.of(table)
+    assert rows is not None and len(rows) == len(want.tasks)
+    assert [dict(r) for r in rows] == table.to_pylist()  # exactly what to_pylist gives the validator
+    monkeypatch.setattr(io_mod, "read_raw", lambda *_a: (_ for _ in ()).throw(AssertionError("row path")))
+    got = read_futures(p)
+    assert got.tasks == want.tasks and got.source == want.source
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda rows: [rows[1], *rows[1:]], "duplicate future task"),
+    (lambda rows: [{**rows[0], "menu": ["a", " "]}, *rows[1:]], "menu"),
+    (lambda rows: [{**rows[0], "task": None}, *rows[1:]], "missing required field"),
+])
+def test_bad_future_tasks_keep_the_row_error(bandit, tmp_path, edit, needle):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from replaylens.errors import InputError
+    from replaylens.records import read_futures, write_futures
+
+    p = write_futures(bandit.futures, tmp_path / "f.parquet")
+    t = pq.read_table(p)
+    pq.write_table(pa.Table.from_pylist(edit(t.to_pylist()), schema=t.schema), p)
+    with pytest.raises(InputError) as got:
+        read_futures(p)
+    with pytest.raises(InputError) as want:
+        _row_futures(p)
+    assert str(got.value) == str(want.value) and needle in str(got.value)

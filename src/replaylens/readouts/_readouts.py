@@ -102,11 +102,14 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
     return _finish(f"D_A^{cell}", cell, dec, (a != _baseline(dec, cell, sel)).astype(np.float64), sel)
 
 
-def _readout(dec: Decisions, y: str) -> np.ndarray:
+def _readout(dec: Decisions, y: str, c: int) -> np.ndarray:
+    """The per-decision readout y of cell ``c`` only (shape maps × draws × repeats × tasks): computing it for
+    every cell at once would hold a float array as large as all decisions."""
+    a = dec.actions[c]
     if y == "U":
-        return dec.chosen_utility()
+        return np.asarray(dec.utility[np.arange(dec.n_tasks), a])
     if y == "O":
-        return dec.correct().astype(np.float64)
+        return (a == dec.oracle).astype(np.float64)
     if y == "A":
         raise ValueError("use action_response / direct_action_contrast for y = A")
     raise ValueError(f"readout y must be 'U', 'A' or 'O'; got {y!r}")
@@ -115,21 +118,21 @@ def _readout(dec: Decisions, y: str) -> np.ndarray:
 def mean_utility(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """U_q(ρ) = mean over x of g̃(x, a_q^ρ(x))."""
     sel = map_selection(dec, maps)
-    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U")[dec.cell_index(cell)][sel], sel)
+    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U", dec.cell_index(cell))[sel], sel)
 
 
 def oracle_agreement(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """O_q(ρ) = mean over x of 1[a_q^ρ(x) = a*(x)]."""
     sel = map_selection(dec, maps)
-    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O")[dec.cell_index(cell)][sel], sel)
+    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O", dec.cell_index(cell))[sel], sel)
 
 
 def _direct(dec: Decisions, y: str, cell: str, maps: MapSel | None) -> StreamValues:
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
-    r = _readout(dec, y)
-    cobj = dec.plan.cells[dec.cell_index(cell)]
-    base = np.broadcast_to(r[0][0], r[0][sel].shape) if cobj.baseline == "identity" else r[0][sel]
-    return _finish(f"Δ{y}_{cell}", cell, dec, r[dec.cell_index(cell)][sel] - base, sel)
+    c = dec.cell_index(cell)
+    r0 = _readout(dec, y, 0)
+    base = np.broadcast_to(r0[0], r0[sel].shape) if dec.plan.cells[c].baseline == "identity" else r0[sel]
+    return _finish(f"Δ{y}_{cell}", cell, dec, _readout(dec, y, c)[sel] - base, sel)
 
 
 def delta_u_direct(dec: Decisions, cell: str, maps: MapSel | None = None) -> StreamValues:
@@ -150,10 +153,10 @@ def delta(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> St
         a = dec.actions[c]
         per = (a[sel] != a[0][None]).astype(np.float64)
     elif y == "U":
-        u = _readout(dec, "U")[c]
+        u = _readout(dec, "U", c)
         per = u[0][None] - u[sel]
     elif y == "O":
-        o = _readout(dec, "O")[c]
+        o = _readout(dec, "O", c)
         per = o[sel] - o[0][None]
     else:
         raise ValueError(f"y must be 'U', 'A' or 'O'; got {y!r}")
@@ -235,11 +238,10 @@ class UtilityDecomposition:
 def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None) -> UtilityDecomposition:
     """Net, absolute and switch-conditional utility change of ``cell`` against its aligned baseline."""
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
-    u = dec.chosen_utility()
     c = dec.cell_index(cell)
-    cobj = dec.plan.cells[c]
-    base_u = np.broadcast_to(u[0][0], u[0][sel].shape) if cobj.baseline == "identity" else u[0][sel]
-    du = u[c][sel] - base_u
+    u0 = _readout(dec, "U", 0)
+    base_u = np.broadcast_to(u0[0], u0[sel].shape) if dec.plan.cells[c].baseline == "identity" else u0[sel]
+    du = _readout(dec, "U", c)[sel] - base_u
     sw = (dec.actions[c][sel] != _baseline(dec, cell, sel))
     du_sw = du[sw]
     n = int(du_sw.size)

@@ -43,8 +43,8 @@ class RawTable:
     """Rows of one input as python objects, with their 1-based line numbers."""
 
     source: str
-    rows: list[dict[str, Any]]
-    lines: list[int]
+    rows: Sequence[Mapping[str, Any]]
+    lines: Sequence[int]
     line_word: str = "line"
 
 

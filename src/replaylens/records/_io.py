@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ._arrow_rows import ArrowRows
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History
 
@@ -76,8 +77,9 @@ def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
 
 
 def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> FutureTasks:
-    t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
-                 list(range(1, len(rows) + 1)))
+    # lazy table rows are read as they are (a dict per row at once would cost ~1 kB a row)
+    t = RawTable(source, rows if isinstance(rows, ArrowRows) else [dict(r) for r in rows],
+                 list(lines) if lines is not None else range(1, len(rows) + 1))
     if not t.rows:
         raise InputError(source, None, None, "the future task set is empty")
     _reject_unknown(t, FUTURE_FIELDS)
@@ -233,8 +235,21 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
 
 
 def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> FutureTasks:
-    """Read and validate a future task file."""
-    t = read_raw(Path(path), fmt)
+    """Read and validate a future task file.
+
+    A Parquet or JSONL file of text and list-of-text columns is read through pyarrow and validated row by
+    row without materializing every row (same checks and messages as the row reader)."""
+    p = Path(path)
+    kind = infer_format(p, fmt) if p.is_file() else None
+    table = None
+    if kind == "parquet":
+        table = read_parquet_table(p)
+    elif kind == "jsonl":
+        table = _arrow_jsonl(p, "menu")
+    rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
+    if rows is not None:
+        return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
+    t = read_raw(p, fmt)
     return futures_from_rows(t.rows, t.source, t.lines)
 
 

@@ -1,0 +1,117 @@
+"""Private: the rows of a pyarrow table as a lazy sequence of dicts (for the row validators).
+
+A large future-task file read with ``Table.to_pylist()`` holds one dict, and one copy of every string, per
+row at once (about a kilobyte a row); :class:`ArrowRows` builds a row's dict when the validator asks for
+it, and dictionary-encodes text so that all rows share their ``str`` objects.  The validator sees exactly
+what ``to_pylist()`` would have given it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
+
+
+class _Coded(Sequence[Any]):
+    """``vocab[codes[i]]`` (``None`` where the code is negative): a text column without per-row objects."""
+
+    def __init__(self, vocab: list[Any], codes: np.ndarray) -> None:
+        self.vocab, self.codes = vocab, codes
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        c = int(self.codes[i])
+        return None if c < 0 else self.vocab[c]
+
+
+class _CodedLists(Sequence[Any]):
+    """A ``list<string>`` column: row ``i`` is a new list of shared ``str`` objects (``None`` for a null row)."""
+
+    def __init__(self, vocab: list[Any], codes: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> None:
+        self.vocab, self.codes, self.offsets, self.valid = vocab, codes, offsets, valid
+
+    def __len__(self) -> int:
+        return int(self.valid.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not self.valid[i]:
+            return None
+        return [self.vocab[int(c)] for c in self.codes[self.offsets[i]:self.offsets[i + 1]]]
+
+
+def _column(col: Any) -> Sequence[Any] | None:
+    """A lazy view of one column, or ``None`` when it holds anything but strings or lists of strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        enc = pc.dictionary_encode(col)
+        codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        return _Coded(enc.dictionary.to_pylist(), codes)
+    if (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and (
+            pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type)):
+        col = col.cast(pa.large_list(pa.large_string()))
+        if col.offset or col.values.null_count:  # sliced arrays or null labels: keep it simple
+            return None
+        enc = pc.dictionary_encode(col.values)
+        return _CodedLists(enc.dictionary.to_pylist(), enc.indices.to_numpy().astype(np.int64),
+                           col.offsets.to_numpy(), col.is_valid().to_numpy(zero_copy_only=False))
+    return None
+
+
+class ArrowRows(Sequence[Mapping[str, Any]]):
+    """Rows of a table with only text and list-of-text columns, built on access (the last one is kept)."""
+
+    def __init__(self, columns: dict[str, Sequence[Any]], n: int) -> None:
+        self.columns, self.n = columns, n
+        self._last: tuple[int, dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, table: Any) -> ArrowRows | None:
+        """The lazy rows of ``table``, or ``None`` if a column has another type (use ``to_pylist`` then)."""
+        cols: dict[str, Sequence[Any]] = {}
+        for name in table.column_names:
+            view = _column(table.column(name))
+            if view is None:
+                return None
+            cols[name] = view
+        return cls(cols, table.num_rows)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> Mapping[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Mapping[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if self._last is None or self._last[0] != i:
+            self._last = (i, {k: v[i] for k, v in self.columns.items()})
+        return self._last[1]
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        for i in range(self.n):
+            yield self[i]
