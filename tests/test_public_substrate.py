@@ -201,6 +201,15 @@ def test_world_shapes_and_determinism(world: PublicWorld, data_dir: Path) -> Non
     fold = world.select([2, 0])
     assert fold.streams == ("r02", "r00") and fold.history(np.zeros((2, 4, 24), dtype=int)).streams == fold.streams
     np.testing.assert_array_equal(fold.future_utility[0], world.future_utility[2])
+    # reordering the families is building the world in that order (per-task generators)
+    wine_first = world.reorder(("wine-red", "breast-cancer"))
+    built = build_public(3, seed=SEED, data_dir=data_dir, datasets=("wine-red", "breast-cancer"))
+    assert wine_first.strata == built.strata and wine_first.fingerprint() == built.fingerprint()
+    for name in ("candidates", "evaluation", "designs"):
+        np.testing.assert_array_equal(getattr(wine_first, name), getattr(built, name))
+    assert not wine_first.designs.flags.writeable
+    with pytest.raises(ConfigError, match="each family"):
+        world.reorder(("wine-red",))
     # raw (unrounded) utilities are the same measurements
     raw = build_public(1, seed=SEED, data_dir=data_dir, datasets=("breast-cancer",), config=PublicConfig(decimals=None))
     np.testing.assert_allclose(raw.future_utility[0], world.future_utility[0, :2], atol=5e-7)

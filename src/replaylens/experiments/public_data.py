@@ -188,9 +188,9 @@ def closed_loop_world() -> PublicWorld:
     """:func:`public_world`'s tables with the strata in the closed loop's visiting order (:data:`CLOSED_LOOP_DATASETS`).
 
     Each task's tables come from its own generator, so only the strata order (and hence every controller's state
-    prefix) differs from :func:`public_world`.
+    prefix) differs from :func:`public_world`; the tables are reordered, not rebuilt.
     """
-    return build_public(N_STREAMS, seed=SEED, datasets=CLOSED_LOOP_DATASETS)
+    return public_world().reorder(CLOSED_LOOP_DATASETS)
 
 
 CONDITIONS = ("OCRR", "No update", "Generic memory", "Generic skill", "Shuffled outcome", "Static predictor",

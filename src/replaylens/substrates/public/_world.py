@@ -161,6 +161,19 @@ class PublicWorld:
                        evaluation=_ro(self.evaluation[idx]), designs=_ro(self.designs[idx]),
                        stream_ids=tuple(ids[i] for i in idx.tolist()))
 
+    def reorder(self, datasets: Sequence[str]) -> PublicWorld:
+        """The same tables with the strata grouped by data family in ``datasets`` order (contexts keep their
+        order); equal to building the world with ``datasets=...``, since every task has its own generator."""
+        order = [s for ds in datasets for s, st in enumerate(self.strata) if st[0] == ds]
+        if sorted(order) != list(range(len(self.strata))):
+            families = ", ".join(dict.fromkeys(st[0] for st in self.strata))
+            raise ConfigError(f"datasets must name each family of the world once ({families}); got {list(datasets)}")
+        idx = np.asarray(order, dtype=np.int64)
+        return replace(self, strata=tuple(self.strata[i] for i in order),
+                       dev_utility=_ro(self.dev_utility[:, idx]), adapt_utility=_ro(self.adapt_utility[:, idx]),
+                       future_utility=_ro(self.future_utility[:, idx]), candidates=_ro(self.candidates[:, idx]),
+                       evaluation=_ro(self.evaluation[:, idx]), designs=_ro(self.designs[:, idx]))
+
     # ------------------------------------------------------------------ library inputs
     def task_id(self, r: int, s: int, split: str, t: int) -> str:
         """``r03/wine-red/iid/adapt/07``: stream, stratum, split (dev/adapt/future) and local index."""
