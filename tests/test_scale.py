@@ -147,11 +147,16 @@ def test_sign_flip_bytes_match_the_transposed_loop(monkeypatch, n):
 io_mod = importlib.import_module("replaylens.records._io")
 
 
-def _row_path(path):
+def _row_reader(path, build, *extra):
+    """``build`` (a ``*_from_rows`` validator) on the row reader's rows of ``path``."""
     from replaylens.records._columns import read_raw
 
     t = read_raw(path)
-    return io_mod.history_from_rows(t.rows, t.source, t.lines, t.line_word)
+    return build(t.rows, t.source, t.lines, *(getattr(t, name) for name in extra))
+
+
+def _row_path(path):
+    return _row_reader(path, io_mod.history_from_rows, "line_word")
 
 
 def test_parquet_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
@@ -235,10 +240,7 @@ def test_jsonl_history_is_read_by_columns(bandit, tmp_path, monkeypatch):
 
 
 def _row_evaluator(path):
-    from replaylens.records._columns import read_raw
-
-    t = read_raw(path)
-    return io_mod.evaluator_from_rows(t.rows, t.source, t.lines)
+    return _row_reader(path, io_mod.evaluator_from_rows)
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
@@ -286,10 +288,7 @@ def test_bad_parquet_utility_table_keeps_the_row_error(bandit, tmp_path, column,
 
 
 def _row_futures(path):
-    from replaylens.records._columns import read_raw
-
-    t = read_raw(path)
-    return io_mod.futures_from_rows(t.rows, t.source, t.lines)
+    return _row_reader(path, io_mod.futures_from_rows)
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "jsonl"])

@@ -14,14 +14,35 @@ from typing import Any, overload
 import numpy as np
 
 
-class _Coded(Sequence[Any]):
-    """``vocab[codes[i]]`` (``None`` where the code is negative): a text column without per-row objects."""
+def is_text(kind: Any) -> bool:
+    """Whether a pyarrow type is (large) UTF-8 text."""
+    import pyarrow as pa
 
-    def __init__(self, vocab: list[Any], codes: np.ndarray) -> None:
-        self.vocab, self.codes = vocab, codes
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def text_codes(col: Any) -> tuple[list[Any], np.ndarray]:
+    """A text column dictionary-encoded: its distinct values (one ``str`` each) and an int64 code per row
+    (-1 for null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(col)
+    if isinstance(enc, pa.ChunkedArray):  # unify the chunks' dictionaries (no copy of the text itself)
+        enc = enc.combine_chunks()
+    return enc.dictionary.to_pylist(), enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+class _LazyColumn(Sequence[Any]):
+    """A column whose row values are built on access (``_at``); slices give lists."""
+
+    n: int
+
+    def _at(self, i: int) -> Any:
+        raise NotImplementedError
 
     def __len__(self) -> int:
-        return int(self.codes.shape[0])
+        return self.n
 
     @overload
     def __getitem__(self, i: int) -> Any: ...
@@ -29,27 +50,29 @@ class _Coded(Sequence[Any]):
     def __getitem__(self, i: slice) -> Sequence[Any]: ...
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+            return [self._at(j) for j in range(*i.indices(self.n))]
+        return self._at(i)
+
+
+class _Coded(_LazyColumn):
+    """``vocab[codes[i]]`` (``None`` where the code is negative): a text column without per-row objects."""
+
+    def __init__(self, vocab: list[Any], codes: np.ndarray) -> None:
+        self.vocab, self.codes, self.n = vocab, codes, int(codes.shape[0])
+
+    def _at(self, i: int) -> Any:
         c = int(self.codes[i])
         return None if c < 0 else self.vocab[c]
 
 
-class _CodedLists(Sequence[Any]):
+class _CodedLists(_LazyColumn):
     """A ``list<string>`` column: row ``i`` is a new list of shared ``str`` objects (``None`` for a null row)."""
 
     def __init__(self, vocab: list[Any], codes: np.ndarray, offsets: np.ndarray, valid: np.ndarray) -> None:
         self.vocab, self.codes, self.offsets, self.valid = vocab, codes, offsets, valid
+        self.n = int(valid.shape[0])
 
-    def __len__(self) -> int:
-        return int(self.valid.shape[0])
-
-    @overload
-    def __getitem__(self, i: int) -> Any: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Any]: ...
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def _at(self, i: int) -> Any:
         if not self.valid[i]:
             return None
         return [self.vocab[int(c)] for c in self.codes[self.offsets[i]:self.offsets[i + 1]]]
@@ -58,21 +81,16 @@ class _CodedLists(Sequence[Any]):
 def _column(col: Any) -> Sequence[Any] | None:
     """A lazy view of one column, or ``None`` when it holds anything but strings or lists of strings."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        enc = pc.dictionary_encode(col)
-        codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        return _Coded(enc.dictionary.to_pylist(), codes)
-    if (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and (
-            pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type)):
+    if is_text(col.type):
+        return _Coded(*text_codes(col))
+    if (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)) and is_text(col.type.value_type):
         col = col.cast(pa.large_list(pa.large_string()))
         if col.offset or col.values.null_count:  # sliced arrays or null labels: keep it simple
             return None
-        enc = pc.dictionary_encode(col.values)
-        return _CodedLists(enc.dictionary.to_pylist(), enc.indices.to_numpy().astype(np.int64),
-                           col.offsets.to_numpy(), col.is_valid().to_numpy(zero_copy_only=False))
+        vocab, codes = text_codes(col.values)
+        return _CodedLists(vocab, codes, col.offsets.to_numpy(), col.is_valid().to_numpy(zero_copy_only=False))
     return None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ._arrow_rows import ArrowRows
+from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History
 
@@ -152,13 +152,13 @@ def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> Hist
 
     def strings(name: str, required: bool) -> np.ndarray | None:
         col = table.column(name)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        if not is_text(col.type):
             return None
         col = pc.utf8_trim_whitespace(col)
         if required and (col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py()):
             return None
-        enc = pc.dictionary_encode(col.fill_null("")).combine_chunks()
-        return np.asarray(enc.dictionary.to_pylist(), dtype=str)[enc.indices.to_numpy()]
+        vocab, codes = text_codes(col.fill_null(""))
+        return np.asarray(vocab, dtype=str)[codes]
 
     def numbers(name: str) -> np.ndarray | None:
         col = table.column(name)
@@ -220,18 +220,23 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    kind = infer_format(p, fmt) if p.is_file() else None
-    if kind == "parquet":
-        fast = _history_from_arrow(read_parquet_table(p), str(p))
-        if fast is not None:
-            return fast
-    elif kind == "jsonl":
-        table = _arrow_jsonl(p)
-        fast = None if table is None else _history_from_arrow(table, str(p), "line")
-        if fast is not None:
-            return fast
+    table, kind = _arrow_table(p, fmt, "outcome")
+    fast = None if table is None else _history_from_arrow(table, str(p), "row" if kind == "parquet" else "line")
+    if fast is not None:
+        return fast
     t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word)
+
+
+def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
+    """``(table, format)``: the file as a ``pyarrow.Table`` when it is Parquet, or JSONL that pyarrow reads
+    as one object per line with a ``required`` key on each; else ``(None, format)`` for the row reader."""
+    kind = infer_format(p, fmt) if p.is_file() else None
+    if kind == "parquet":
+        return read_parquet_table(p), kind
+    if kind == "jsonl":
+        return _arrow_jsonl(p, required), kind
+    return None, kind
 
 
 def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> FutureTasks:
@@ -240,12 +245,7 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     A Parquet or JSONL file of text and list-of-text columns is read through pyarrow and validated row by
     row without materializing every row (same checks and messages as the row reader)."""
     p = Path(path)
-    kind = infer_format(p, fmt) if p.is_file() else None
-    table = None
-    if kind == "parquet":
-        table = read_parquet_table(p)
-    elif kind == "jsonl":
-        table = _arrow_jsonl(p, "menu")
+    table, _ = _arrow_table(p, fmt, "menu")
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
         return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
@@ -266,14 +266,13 @@ def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
     codes: list[np.ndarray] = []
     for name in ("stream", "task", "key"):
         col = table.column(name)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) or col.null_count:
+        if not is_text(col.type) or col.null_count:
             return None
-        enc = pc.dictionary_encode(col).combine_chunks()
-        vocab = enc.dictionary.to_pylist()
+        vocab, code = text_codes(col)
         if any(not w or w != w.strip() for w in vocab):  # the row reader trims and rejects empty labels
             return None
         words.append(vocab)
-        codes.append(enc.indices.to_numpy().astype(np.int64))
+        codes.append(code)
     col = table.column("utility")
     if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)) or col.null_count:
         return None
@@ -301,12 +300,7 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    kind = infer_format(p, fmt) if p.is_file() else None
-    table = None
-    if kind == "parquet":
-        table = read_parquet_table(p)
-    elif kind == "jsonl":
-        table = _arrow_jsonl(p, "utility")
+    table, _ = _arrow_table(p, fmt, "utility")
     fast = None if table is None else _evaluator_from_arrow(table, str(p))
     if fast is not None:
         return fast
