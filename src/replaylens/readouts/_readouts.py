@@ -105,11 +105,10 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
 def _readout(dec: Decisions, y: str, c: int) -> np.ndarray:
     """The per-decision readout y of cell ``c`` only (shape maps × draws × repeats × tasks): computing it for
     every cell at once would hold a float array as large as all decisions."""
-    a = dec.actions[c]
     if y == "U":
-        return np.asarray(dec.utility[np.arange(dec.n_tasks), a])
+        return dec.chosen_utility(c)
     if y == "O":
-        return (a == dec.oracle).astype(np.float64)
+        return dec.correct(c).astype(np.float64)
     if y == "A":
         raise ValueError("use action_response / direct_action_contrast for y = A")
     raise ValueError(f"readout y must be 'U', 'A' or 'O'; got {y!r}")

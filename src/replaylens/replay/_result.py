@@ -38,13 +38,14 @@ class Decisions:
     def n_tasks(self) -> int:
         return int(self.actions.shape[-1])
 
-    def chosen_utility(self) -> np.ndarray:
-        """g̃(x, a) of every chosen action, same shape as ``actions``."""
-        return self.utility[np.arange(self.n_tasks), self.actions]
+    def chosen_utility(self, cell: int | None = None) -> np.ndarray:
+        """g̃(x, a) of every chosen action, same shape as ``actions`` (or ``actions[cell]`` for one cell index)."""
+        a = self.actions if cell is None else self.actions[cell]
+        return np.asarray(self.utility[np.arange(self.n_tasks), a])
 
-    def correct(self) -> np.ndarray:
-        """1[a = a*(x)] for every decision."""
-        return self.actions == self.oracle
+    def correct(self, cell: int | None = None) -> np.ndarray:
+        """1[a = a*(x)] for every decision (or for those of one cell index)."""
+        return (self.actions if cell is None else self.actions[cell]) == self.oracle
 
     def cell_index(self, name: str) -> int:
         try:
