@@ -195,7 +195,7 @@ class ChangedWorld:
 
 
 def _tables(seed: int, r_n: int, family: str, context: str, split: str,
-            hs_offset: str = "task") -> tuple[np.ndarray, np.ndarray]:
+            hs_offset: str) -> tuple[np.ndarray, np.ndarray]:
     """(utility [r, t, 4], oracle utility [r, t]) of one stratum and split."""
     t_n = TASKS[split]
     n = HS_N if family == "hypothesis" else MV_N

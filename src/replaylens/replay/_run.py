@@ -207,7 +207,6 @@ class _ActionSink:
     def __init__(self, streams: Sequence[str], n_tasks: Sequence[int]) -> None:
         self.start = dict(zip(streams, np.r_[0, np.cumsum(n_tasks)][:-1].tolist(), strict=True))
         self.total = int(sum(n_tasks))
-        self.streams = tuple(streams)
         self.array: np.ndarray | None = None
         self.seen: set[str] = set()
 
@@ -222,7 +221,7 @@ class _ActionSink:
             self.seen.add(name)
 
     def result(self) -> np.ndarray:
-        missing = [s for s in self.streams if s not in self.seen]
+        missing = [s for s in self.start if s not in self.seen]
         if missing:
             raise RuntimeError(f"replay produced no decisions for stream {missing[0]!r}")
         if self.array is None:  # no stream at all: what concatenating nothing would have raised
