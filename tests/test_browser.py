@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from html import escape
 from pathlib import Path
 from types import ModuleType
 
@@ -29,12 +30,13 @@ def _shots() -> ModuleType:
 
 shots = _shots()
 
-REPORT_IDS = ["header", "verdicts", "cell-table", "forest", "heatmap", "consequence-table", "examples", "provenance",
-              "agent-table", "compare-agent-1"]
+REPORT_IDS = ["header", "verdicts", "definitions", "cell-table", "forest", "heatmap", "consequence-table", "examples",
+              "provenance", "agent-table", "compare-agent-1"]
 COMPARE_IDS = ["header", "comparison", "compare-ab", "verdicts", "provenance"]
 
 #: appended to a copy of the page (CSP relaxed for this one inline script only): where each element is drawn
-#: (wide tables scroll inside their own box, so an element must start inside the window, not end there)
+#: (an element must start inside the window), how far the page and each table box scroll sideways, the body's
+#: computed font and the smallest SVG label in CSS px as drawn (font size × the SVG's display scale)
 PROBE = """<script>
 const ids = %s;
 const out = {};
@@ -47,10 +49,24 @@ for (const id of ids) {
 }
 out.__svg = Array.from(document.querySelectorAll("svg")).map(s => s.getBoundingClientRect().width);
 out.__overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+out.__boxes = Array.from(document.querySelectorAll(".scroll")).map(e => e.scrollWidth - e.clientWidth);
 out.__width = document.documentElement.clientWidth;
+out.__font = getComputedStyle(document.body).fontFamily;
+let smallest = null;
+for (const svg of document.querySelectorAll("svg")) {
+  const vb = svg.viewBox.baseVal, k = vb && vb.width ? svg.getBoundingClientRect().width / vb.width : 1;
+  for (const t of svg.querySelectorAll("text")) {
+    const px = parseFloat(getComputedStyle(t).fontSize) * k;
+    if (smallest === null || px < smallest) smallest = px;
+  }
+}
+out.__smallest_label = smallest;
 const pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
-document.body.appendChild(pre);
+(window.parent !== window ? window.parent.document : document).body.appendChild(pre);
 </script>"""
+
+#: intended body font stack (style.css); a dropped declaration (e.g. HTML-escaped quotes) leaves the default serif
+BODY_FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +91,17 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _probe(page: Path, ids: list[str], width: int, tmp: Path) -> dict[str, object]:
+    """Lay a copy of ``page`` out ``width`` CSS px wide and run PROBE in it.  The copy sits in an
+    ``iframe srcdoc`` of that width: headless Chromium never makes its window narrower than 500 px, an
+    iframe is exactly as wide as asked (its media queries see that width)."""
     html = page.read_text(encoding="utf-8")
     html = html.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
+    inner = html.replace("</body>", PROBE % json.dumps(ids) + "</body>")
     probe = tmp / f"probe-{page.stem}-{width}.html"
-    probe.write_text(html.replace("</body>", PROBE % json.dumps(ids) + "</body>"), encoding="utf-8")
-    dom, requests = shots.render(probe, width=width, height=900)
+    probe.write_text('<!DOCTYPE html><html><head><meta charset="utf-8"><style>body { margin: 0 } '
+                     f'iframe {{ border: 0; display: block; width: {width}px; height: 900px }}</style></head>'
+                     f'<body><iframe srcdoc="{escape(inner, quote=True)}"></iframe></body></html>', encoding="utf-8")
+    dom, requests = shots.render(probe, width=max(width, 500), height=900)
     assert requests == []
     m = re.search(r'<pre id="probe-result">(.*?)</pre>', dom, re.S)
     assert m is not None, "the probe did not run"
@@ -98,15 +120,19 @@ def test_page_renders_with_key_elements_visible(pages: dict[str, Path], name: st
         assert im.size == (1100, 1400)
         colours = im.convert("RGB").getcolors(maxcolors=1 << 20)
         assert colours is not None and len(colours) > 50  # drawn text, tables and plots, not a blank page
-    for width in (1100, 380):  # desktop and a narrow phone-sized window
+    for width in (1300, 390):  # desktop and a phone (iPhone 12-15: 390 CSS px)
         got = _probe(page, ids, width, tmp_path)
         for i in ids:
             assert got[i] is not None and got[i]["visible"], (width, i, got[i])  # type: ignore[index]
+        assert got["__width"] == width
         assert got["__overflow"] == 0, f"the page scrolls sideways at {width}px"
-        assert got["__width"] <= max(width, 500)  # (headless --dump-dom lays out at least 500 CSS px wide)
+        assert got["__boxes"] and all(b == 0 for b in got["__boxes"]), (width, got["__boxes"])  # no table cut off
+        assert got["__font"] == BODY_FONT  # the stylesheet's font rule reached the browser intact
         if name == "report":
             svg = got["__svg"]
             assert isinstance(svg, list) and len(svg) >= 2 and all(0 < w <= got["__width"] for w in svg)
+            smallest = got["__smallest_label"]
+            assert isinstance(smallest, float) and smallest >= 10.0, (width, smallest)  # plot labels readable
 
 
 def test_page_without_its_csp_still_requests_nothing(pages: dict[str, Path], tmp_path: Path) -> None:

@@ -72,7 +72,8 @@ def test_changed_agent_code_refuses_resume_with_one_line(inputs, tmp_path: Path)
     first = _run(base)
     assert first.exit_code == 0, first.output
     again = _run(base)
-    assert again.exit_code == 0 and "resuming: 4 of 4 shards done" in again.stderr
+    assert again.exit_code == 0 and "replay already complete: all 4 shards read from the journal" in again.stderr
+    assert "resuming" not in again.stderr
     _agent_file(tmp_path, crash="s = dict(s)")  # the user edits the agent between two runs
     edited = _run(base)
     assert edited.exit_code == 2, edited.output
@@ -82,7 +83,7 @@ def test_changed_agent_code_refuses_resume_with_one_line(inputs, tmp_path: Path)
     assert "agent code changed (myagent.py)" in line and "--restart" in line and "--out" in line
     restarted = _run([*base, "--restart"])
     assert restarted.exit_code == 0, restarted.output
-    assert "resuming" not in restarted.stderr
+    assert "resuming" not in restarted.stderr and "already complete" not in restarted.stderr
 
 
 def test_journal_key_names_the_changed_engine(tmp_path: Path) -> None:
@@ -147,7 +148,8 @@ def test_agent_error_is_one_line_exit_3_and_finished_shards_stay(inputs, tmp_pat
     done = (out / "journal" / "done.jsonl").read_text().splitlines()
     assert len(done) == 3  # s00..s02 stay journaled; a rerun resumes them
     full = _run(["audit", *inputs, "--agent", f"{agent}:make", "--out", str(out), *FAST, "--traceback"])
-    assert full.exit_code == 3 and "Traceback" in full.stderr and "resuming: 3 of 4 shards done" in full.stderr
+    assert full.exit_code == 3 and "Traceback" in full.stderr
+    assert "resuming: 3 of 4 shards done, 1 to replay" in full.stderr
 
 
 def test_agent_raised_carries_its_context(small) -> None:
@@ -260,6 +262,13 @@ def test_expect_invariant_gate(inputs, tmp_path: Path) -> None:
     lines = [ln for ln in bad.stderr.splitlines() if ln.startswith("expectation failed")]
     assert len(lines) == 1 and lines[0].startswith("expectation failed: value declared invariant")
     assert (tmp_path / "b" / "summary.json").exists()  # the report is written all the same
+    verdict = json.loads((tmp_path / "b" / "summary.json").read_text())["verdict"]
+    assert verdict["overall"] == "UNSAFE" and not verdict["passed"] and verdict["failed"] == ["value"]
+    judged = {e["cell"]: e for e in verdict["expectations"]}
+    assert judged["value"]["gate"] and judged["value"]["status"] == "UNSAFE"
+    assert judged["value"]["failure"] == lines[0]  # the stderr line is the one summary.json records
+    assert judged["pair"]["gate"] and judged["pair"]["status"] == "SAFE" and judged["pair"]["passed"]
+    assert all(not e["gate"] for c, e in judged.items() if c not in ("value", "pair"))  # defaults never gate
     loose = _run([*base, "--out", str(tmp_path / "c"), "--expect-invariant", "value", "--tolerance", "1"])
     assert loose.exit_code == 0
     unknown = _run([*base, "--out", str(tmp_path / "d"), "--expect-invariant", "mask"])

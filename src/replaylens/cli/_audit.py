@@ -79,26 +79,6 @@ def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> b
     return True
 
 
-def violated_expectations(result: Any, expected: list[str], tolerance: float) -> list[str]:
-    """One line per violated --expect-invariant cell (deterministic: a changed share above the tolerance,
-    any change at tolerance 0; stochastic: a T_gr interval lying above the tolerance)."""
-    lines = []
-    for name in expected:
-        row = result.row(name)
-        if row.stochastic:
-            lo = row._ci(0)[0]
-            bad = bool(lo > tolerance) if lo == lo else bool(row.action.estimate > tolerance)
-            what = f"T_gr interval lower bound {100 * lo:.1f}% > tolerance {100 * tolerance:g}%"
-        else:
-            share = row.n_changed / max(row.n_decisions, 1)
-            bad = share > tolerance
-            what = (f"{row.n_changed} of {row.n_decisions} decisions changed ({100 * share:.1f}% > tolerance "
-                    f"{100 * tolerance:g}%)")
-        if bad:
-            lines.append(f"expectation failed: {name} declared invariant, but {what}")
-    return lines
-
-
 def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                   command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
                   path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float,
@@ -112,6 +92,8 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
     from ..report._audit import AuditResult, state_responses, stream_warning, summarize
+    from ..report._verdict import failure_lines
+    from ._expect import declared_expectations
     from ._llmcost import attach_usage, write_partial
 
     llm = _llm_of(agent, cost, model)
@@ -144,7 +126,8 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
             write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
-                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
+                         {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                          "expectations": declared_expectations(expected, tolerance)})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -159,7 +142,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     if llm is not None and cost is not None:
         attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
     _print_summary(result, out, quiet)
-    failed = violated_expectations(result, expected, tolerance)
+    failed = failure_lines(result.verdict())  # issue 24: from the verdict summary.json records
     for line in failed:
         click.echo(line, err=True)
     if failed:
@@ -234,6 +217,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from rich.table import Table
 
     from ..report._audit import pct
+    from ..report._verdict import verdict_lines
 
     console = table_console()
     s = result.summary()
@@ -254,10 +238,14 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
         console.print(table)
     for v in result.verdicts():
         click.echo(v)
-    for cell, st in s["state_response"].items():
-        click.echo(f"state response S_{cell} vs S_aligned: {int(st['changed'])} of {int(st['total'])} states "
-                   "changed" + (" (no decision change is not invariance)" if st["changed"] else ""))
-    if not quiet:
+    if not quiet:  # issue 24: state lines are detail; the caveat only where states changed but decisions did not
+        from ._expect import state_lines
+
+        for line in state_lines(s):
+            click.echo(line)
+        click.echo("")
+        for line in verdict_lines(s["verdict"]):
+            click.echo(line)
         click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 
 

@@ -170,8 +170,12 @@ class PreparedReplay:
                    "engine": engine_fingerprint(), **(journal_key or {})}
             jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
                                    for k, v in key.items()}, restart=restart)
-            if jr.n_done:
-                print(f"resuming: {jr.n_done} of {len(shards)} shards done", file=sys.stderr)
+            if jr.n_done == len(shards):
+                print(f"replay already complete: all {len(shards)} shards read from the journal (--restart "
+                      "replays again)", file=sys.stderr)
+            elif jr.n_done:
+                print(f"resuming: {jr.n_done} of {len(shards)} shards done, {len(shards) - jr.n_done} to replay",
+                      file=sys.stderr)
         out = _ActionSink(plan.streams, [len(sds[s].futures) for s in plan.streams])
         todo = []
         for k, streams in enumerate(shards):

@@ -15,7 +15,7 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,8 +122,8 @@ class CellSummary:
         if self.n_changed == 0:
             return f"{self.migration}: no change detected (0 of {self.n_decisions} decisions changed)"
         ci = "n/a, one stream" if np.isnan(lo) else f"{pct(lo)}, {pct(hi)}"
-        return (f"{self.migration}: changes decisions on {pct(self.action.estimate)}% of tasks "
-                f"[{ci}] ({self.n_changed} of {self.n_decisions} decisions; "
+        return (f"{self.migration}: changes decisions ({self.n_changed} of {self.n_decisions} decisions "
+                f"changed; pooled action response {pct(self.action.estimate)}% [{ci}]; "
                 f"utility {self.utility.estimate:+.4f})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,7 +190,15 @@ class AuditResult:
             "verdicts": self.verdicts(),
             "warnings": [warn] if warn else [],
             "state_response": self.settings.get("state_response", {}),
+            "verdict": self.verdict(),
         })
+
+    def verdict(self) -> dict[str, Any]:
+        """Every row judged against its declared (``settings["expectations"]``) or default expectation."""
+        from ._verdict import verdict_summary
+
+        rows = [strict_json(r.to_dict()) for r in self.rows]
+        return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to)
 
 
 def _aligned_mean(d: Decisions, y: str) -> float:
@@ -283,12 +291,15 @@ def audit(
     concurrency: int | None = None,
     ray_address: str | None = None,
     shard_memory: int | None = None,
+    expect: Mapping[str, Any] | None = None,
 ) -> AuditResult:
     """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
 
     ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
     (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
     ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
+    ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds", ...}``, see
+    :func:`~replaylens.report._verdict.parse_expectations`); the summary's ``verdict`` judges them.
     """
     agent = as_agent(agent)
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
@@ -299,4 +310,8 @@ def audit(
     settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
                 "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
                 "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
+    if expect:
+        from ._verdict import parse_expectations
+
+        settings["expectations"] = parse_expectations(expect)
     return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import io
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 __all__ = ["OKABE_ITO", "forest_svg", "heatmap_svg", "render_report", "render_template"]
 
@@ -41,61 +43,75 @@ def _finite(*xs: Any) -> bool:
     return all(x is not None and not (isinstance(x, float) and math.isnan(x)) for x in xs)
 
 
+#: smallest font (SVG user units = pt) in the figures; each figure is at most ~4.6 in wide, so at a 390 px
+#: phone width (≈ 360 px of figure) no label is drawn below 10 CSS px
+FIG_FONT = 9.5
+
+
 def forest_svg(rows: list[dict[str, Any]], level: float) -> str:
-    """Forest plot (action response, ΔU, ΔO per row with intervals) as an SVG string."""
+    """Forest plot (action response, ΔU, ΔO per row with intervals): three narrow inline SVGs, one per
+    readout, laid side by side on a wide page and stacked on a phone."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (("action", "action response", OKABE_ITO["blue"]), ("delta_utility", "ΔU", OKABE_ITO["vermillion"]),
-              ("delta_oracle", "ΔO", OKABE_ITO["green"]))
-    fig, axes = plt.subplots(1, 3, figsize=(9.5, 0.42 * len(rows) + 1.3), sharey=True)
+    panels = (("action", "decisions changed (D_A)", OKABE_ITO["blue"]),
+              ("delta_utility", "utility change ΔU", OKABE_ITO["vermillion"]),
+              ("delta_oracle", "oracle agreement change ΔO", OKABE_ITO["green"]))
     ys = list(range(len(rows)))[::-1]
-    for ax, (key, title, colour) in zip(axes, panels, strict=True):
-        for y, r in zip(ys, rows, strict=True):
-            lo, hi = r[f"{key}_ci"]
-            if _finite(lo, hi):
-                ax.plot([lo, hi], [y, y], color=OKABE_ITO["black"], lw=1.8)
-            ax.plot([r[key]], [y], "o", color=colour, ms=6)
-        ax.axvline(0.0, color="0.55", lw=1, ls="--")
-        ax.set_title(f"{title} ({100 * level:g}% CI)", fontsize=10)
-        ax.set_yticks(ys)
-        ax.set_yticklabels([r["cell"] for r in rows])
-        ax.grid(axis="x", color="0.9")
-    fig.tight_layout()
-    return _svg(fig)
+    out = []
+    with plt.rc_context({"font.size": FIG_FONT + 0.5}):
+        for key, title, colour in panels:
+            fig, ax = plt.subplots(figsize=(3.3, 0.36 * len(rows) + 1.0))
+            for y, r in zip(ys, rows, strict=True):
+                lo, hi = r[f"{key}_ci"]
+                if _finite(lo, hi):
+                    ax.plot([lo, hi], [y, y], color=OKABE_ITO["black"], lw=1.8)
+                ax.plot([r[key]], [y], "o", color=colour, ms=6)
+            ax.axvline(0.0, color="0.55", lw=1, ls="--")
+            ax.set_title(f"{title}\n({100 * level:g}% interval)", fontsize=FIG_FONT + 0.5)
+            ax.set_yticks(ys)
+            ax.set_yticklabels([r["cell"] for r in rows])
+            ax.tick_params(labelsize=FIG_FONT)
+            ax.locator_params(axis="x", nbins=4)
+            ax.grid(axis="x", color="0.9")
+            fig.tight_layout()
+            out.append(_svg(fig))
+    return "\n".join(out)
 
 
 def heatmap_svg(rows: list[dict[str, Any]], maps: list[str]) -> str:
-    """Map × cell heatmap of the action response (blank where a row is not read out at that map)."""
+    """Label map × cell heatmap of the action response (blank where a row is not read out at that map):
+    maps are rows, so the figure stays narrow however many maps there are."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    grid = np.full((len(rows), len(maps)), np.nan)
-    for i, r in enumerate(rows):
-        for j, m in enumerate(maps):
+    grid = np.full((len(maps), len(rows)), np.nan)
+    for j, r in enumerate(rows):
+        for i, m in enumerate(maps):
             v = r["by_map"]["action"].get(m)
             if _finite(v):
                 grid[i, j] = v
-    fig, ax = plt.subplots(figsize=(min(1.0 + 0.55 * len(maps), 10), 0.4 * len(rows) + 1.4))
-    top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0
-    im = ax.imshow(np.ma.masked_invalid(grid), cmap="cividis", vmin=0.0, vmax=max(top, 1e-9), aspect="auto")
-    ax.set_xticks(range(len(maps)))
-    ax.set_xticklabels(maps, rotation=45, ha="right")
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r["cell"] for r in rows])
-    ax.set_xlabel("label map ρ")
-    for i in range(grid.shape[0]):
-        for j in range(grid.shape[1]):
-            if np.isfinite(grid[i, j]):
-                ax.text(j, i, f"{100 * grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
-                        color="white" if grid[i, j] < 0.5 * top else "black")
-    fig.colorbar(im, ax=ax, label="action response", fraction=0.04)
-    fig.tight_layout()
+    with plt.rc_context({"font.size": FIG_FONT}):
+        fig, ax = plt.subplots(figsize=(min(1.6 + 0.42 * len(rows), 4.6), 0.3 * len(maps) + 1.5))
+        top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0
+        im = ax.imshow(np.ma.masked_invalid(grid), cmap="cividis", vmin=0.0, vmax=max(top, 1e-9), aspect="auto")
+        ax.set_yticks(range(len(maps)))
+        ax.set_yticklabels(maps)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([r["cell"] for r in rows], rotation=45, ha="right")
+        ax.set_ylabel("label map ρ")
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                if np.isfinite(grid[i, j]):
+                    ax.text(j, i, f"{100 * grid[i, j]:.0f}", ha="center", va="center", fontsize=FIG_FONT,
+                            color="white" if grid[i, j] < 0.5 * top else "black")
+        fig.colorbar(im, ax=ax, label="decisions changed", fraction=0.06)
+        fig.tight_layout()
     return _svg(fig)
 
 
@@ -132,12 +148,14 @@ def _p(p: Any) -> str:
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("replaylens.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True)
+_CSS = Path(__file__).with_name("templates") / "style.css"
 _ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p, pp=_pp, pp_ci=_pp_ci)
 
 
 def render_template(name: str, **context: Any) -> str:
     """Render one of the report templates (``report.html.j2``, ``compare.html.j2``)."""
-    return _ENV.get_template(name).render(css=_ENV.get_template("style.css").render(), **context)
+    # the stylesheet is ours, not data: marked safe, or autoescaping turns its quotes into &#34; inside <style>
+    return _ENV.get_template(name).render(css=markupsafe.Markup(_CSS.read_text(encoding="utf-8")), **context)
 
 
 def render_report(summary: dict[str, Any], manifest: dict[str, Any] | None, decisions: Any, *, history: Any = None,

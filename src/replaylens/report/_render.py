@@ -17,6 +17,7 @@ from ..records import FutureTasks, History
 from ._audit import AuditResult
 from ._html import render_report
 from ._manifest import RunManifest
+from ._verdict import DEFINITIONS_MD, verdict_markdown
 
 __all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
 
@@ -86,14 +87,16 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
         f"{100 * summary['aligned']['oracle_agreement']:.1f}%.",
         "",
         *[f"> **Warning:** {w}\n" for w in summary.get("warnings", [])],
-        "## Verdicts",
+        *verdict_markdown(summary),
+        "## What the replay shows",
         "",
         *[f"- {v}" for v in summary["verdicts"]],
         "",
-        f"## Responses ({lv}% stream-cluster bootstrap intervals, {summary['n_resamples']} draws; "
+        f"## Evidence ({lv}% stream-cluster bootstrap intervals, {summary['n_resamples']} draws; "
         "two-sided cluster sign-flip p)",
         "",
-        "| cell | readout | action response | ΔU | p(ΔU) | ΔO | p(ΔO) |",
+        "| intervention (cell) | measure | decisions changed (D_A^q) | utility change (ΔU) | p (utility) | "
+        "oracle agreement change (ΔO) | p (oracle) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in summary["rows"]:
@@ -101,7 +104,7 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
             f"| {r['cell']} | {r['action_readout']} | {_fmt(r['action'], True)} {_ci(r['action_ci'], True)} | "
             f"{_fmt(r['delta_utility'])} {_ci(r['delta_utility_ci'])} | {_p(r['delta_utility_p'])} | "
             f"{_fmt(r['delta_oracle'], pp=True)} {_ci(r['delta_oracle_ci'], pp=True)} | {_p(r['delta_oracle_p'])} |")
-    lines += ["", "![forest plot](forest.png)", "",
+    lines += ["", *DEFINITIONS_MD, "", "![forest plot](forest.png)", "",
               "Pooling: tasks within a stratum, strata equally weighted, label maps, then streams; the 95% "
               "interval resamples whole streams. History cells compare with aligned at ρ = id; consistent "
               "renaming compares each renamed replay (decoded back) with aligned at id; the rekey row is "
