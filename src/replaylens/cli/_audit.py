@@ -11,6 +11,8 @@ from typing import Any
 import click
 
 from ._app import F, cli, model_progress, parse_params, resolve_model, table_console, traceback_option, user_errors
+from ._config import ConfigCommand
+from ._gate import GateOptions, gate_options
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
@@ -21,7 +23,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
                repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
                prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
                execution: dict[str, Any] | None = None, restart: bool = False, overwrite: bool = False,
-               expect_invariant: str = "", tolerance: float = 0.0) -> Any:
+               expect_invariant: str = "", tolerance: float = 0.0, gate: Any = None) -> Any:
     """Lock OUT, clean a killed run's leftovers, refuse to overwrite a different run's report, then audit."""
     from .._durable import LockedError, clean_stale, locked_dir
     from ..errors import ConfigError
@@ -33,7 +35,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs
     kw: dict[str, Any] = dict(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
                               command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
                               level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
-                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution)
+                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution,
+                              gate=gate)
     if cost is not None and cost.estimate:   # an estimate writes nothing, so it neither creates nor locks OUT
         return _locked_audit(**kw)
     try:
@@ -83,7 +86,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
                   command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
                   path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float,
                   prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
-                  execution: dict[str, Any] | None = None) -> Any:
+                  execution: dict[str, Any] | None = None, gate: Any = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -92,8 +95,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
     from ..report._audit import AuditResult, state_responses, stream_warning, summarize
-    from ..report._verdict import failure_lines
-    from ._expect import declared_expectations
+    from ._gate import finish_gate, gate_expectations
     from ._llmcost import attach_usage, write_partial
 
     llm = _llm_of(agent, cost, model)
@@ -127,7 +129,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
                          {"state_response": state_responses(history, futures, evaluator, agent, plan),
-                          "expectations": declared_expectations(expected, tolerance)})
+                          "expectations": gate_expectations(gate, expected, tolerance, plan)})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -142,11 +144,9 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     if llm is not None and cost is not None:
         attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
     _print_summary(result, out, quiet)
-    failed = failure_lines(result.verdict())  # issue 24: from the verdict summary.json records
-    for line in failed:
-        click.echo(line, err=True)
-    if failed:
-        sys.exit(1)
+    code = finish_gate(result, out, gate, history=history, futures=futures)  # issue 24: verdict, CI outputs
+    if code:
+        sys.exit(code)
     return result
 
 
@@ -275,7 +275,7 @@ def _with_audit_options(fn: F) -> F:
     return fn
 
 
-@cli.command()
+@cli.command(cls=ConfigCommand)  # issue 24: option defaults from the project config
 @click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="History file (JSONL, CSV or Parquet).")
 @click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -342,6 +342,7 @@ def _with_audit_options(fn: F) -> F:
 @click.option("--rounds", default=10, show_default=True, type=click.IntRange(min=1),
               help="With --adaptive: number of rounds (equal stream chunks).")
 @_with_audit_options
+@gate_options
 @user_errors
 def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
           agent_param: tuple[str, ...],
@@ -351,7 +352,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
           margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
           resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
-          expect_invariant: str, tolerance: float, response_format: str, **cost_kw: Any) -> None:
+          expect_invariant: str, tolerance: float, response_format: str, gate: GateOptions,
+          **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
@@ -414,7 +416,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                           "concurrency": None if agent_spec == "replaylens.llm:make_agent" else concurrency,
                           "ray_address": ray_address,
                           "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None},
-               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance)
+               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance, gate=gate)
 
 
 @cli.command()

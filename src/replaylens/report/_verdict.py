@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, cast
 
 __all__ = ["DEFINITIONS_MD", "DEFAULT_RESPONDS", "Expectation", "Judgement", "default_expectation", "expectations_for",
-           "failure_lines", "judge", "parse_expectations", "verdict_lines", "verdict_markdown", "verdict_summary"]
+           "failure_lines", "judge", "parse_expect_specs", "parse_expectations", "verdict_lines", "verdict_markdown",
+           "verdict_summary"]
 
 Kind = Literal["invariant", "responds", "free"]
 KINDS: tuple[str, ...] = ("invariant", "responds", "free")
@@ -43,6 +44,10 @@ class Expectation:
     tolerance: float = 0.0
     declared: bool = True
     reason: str = ""
+
+    def spec(self) -> str:
+        """The ``--expect`` form: ``CELL=KIND`` or ``CELL=KIND:TOLERANCE``."""
+        return f"{self.cell}={self.kind}" + (f":{self.tolerance!r}" if self.tolerance else "")
 
     def describe(self) -> str:
         """E.g. ``invariant, tolerance 5% (declared)`` or ``must respond (default: ...)``."""
@@ -86,7 +91,7 @@ class Judgement:
             lo = self.interval[0]
             got = (f"{self.measure} interval lower bound {100 * lo:.1f}% "
                    f"{'>' if e.kind == 'invariant' else '<='} tolerance {tol}")
-        what = "declared invariant" if e.kind == "invariant" else "declared must respond"
+        what = "declared invariant" if e.kind == "invariant" else "declared responsive"
         return f"expectation failed: {e.cell} {what}, but {got}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,6 +142,24 @@ def parse_expectations(spec: Mapping[str, Any], *, where: str = "expect") -> dic
             raise ConfigError(f"{where}.{cell}.tolerance must be a number in [0, 1]; got {tol!r}")
         out[str(cell)] = Expectation(str(cell), cast(Kind, kind), float(tol), True)
     return out
+
+
+def parse_expect_specs(items: Iterable[str]) -> dict[str, Expectation]:
+    """Expectations from ``--expect CELL=KIND[:TOLERANCE]`` values (KIND: invariant, responds, free)."""
+    from ..errors import ConfigError
+
+    table: dict[str, Any] = {}
+    for item in items:
+        cell, sep, rest = item.partition("=")
+        kind, _, tol = rest.partition(":")
+        if not sep or not cell.strip() or not kind.strip():
+            raise ConfigError(f"--expect must look like CELL=KIND[:TOLERANCE] (KIND: invariant, responds, free); "
+                              f"got {item!r}")
+        try:
+            table[cell.strip()] = {"kind": kind.strip(), "tolerance": float(tol) if tol.strip() else 0.0}
+        except ValueError:
+            raise ConfigError(f"--expect {item!r}: the tolerance must be a number in [0, 1]") from None
+    return parse_expectations(table, where="--expect")
 
 
 def expectations_for(rows: Sequence[str], declared: Mapping[str, Expectation],

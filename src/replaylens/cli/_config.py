@@ -1,0 +1,168 @@
+"""The project config: ``replaylens.toml`` or ``[tool.replaylens]`` in ``pyproject.toml`` (issue 24).
+
+It holds what an audit's command line would: inputs, agent, cells, repeats, ... and, per cell or
+``rekey``, an expectation (``invariant`` with a tolerance, ``responds``, ``free``).  ``replaylens audit``
+with no arguments runs it; every command-line option overrides the config's value.  The config becomes
+click's ``default_map`` of the audit command, so a config run and the equivalent command line take the
+same code path and write the same files.
+
+    [tool.replaylens]
+    history = "data/history.jsonl"
+    future = "data/future.jsonl"
+    utilities = "data/utilities.jsonl"
+    agent = "mypkg.agent:make"          # or a list of agents
+    agent_params = { alpha = 0.1 }
+    out = "replaylens-out"
+    cells = ["value", "pair", "mask", "reorder", "rename"]
+    repeats = 1
+    junit_xml = "replaylens-junit.xml"
+
+    [tool.replaylens.expect]
+    pair = "invariant"
+    reorder = { kind = "invariant", tolerance = 0.01 }
+    value = "responds"
+    mask = "free"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigError
+
+__all__ = ["ConfigCommand", "config_option", "find_config", "load_config", "to_default_map"]
+
+CONFIG_ENV = "REPLAYLENS_CONFIG"
+PATH_KEYS = {"history": "history_path", "future": "future_path", "utilities": "util_path", "out": "out",
+             "junit_xml": "junit_xml", "baseline": "baseline", "cache": "cache_path"}
+#: config key -> audit parameter name (values checked and converted by the option's click type)
+SCALAR_KEYS = {"model": "model", "maps": "maps", "seed": "seed", "draws": "draws", "repeats": "repeats",
+               "resamples": "resamples", "level": "level", "path": "path_", "quiet": "quiet",
+               "tolerance": "tolerance", "workers": "workers", "backend": "backend", "concurrency": "concurrency",
+               "overwrite": "overwrite", "base_url": "base_url", "namespace": "llm_namespace"}
+LIST_KEYS = {"cells": "cells", "expect_invariant": "expect_invariant", "fail_on": "fail_on"}
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``$REPLAYLENS_CONFIG``, else ``replaylens.toml`` in the working directory, else its ``pyproject.toml``
+    when that has a ``[tool.replaylens]`` table; None when there is no config."""
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    here = start or Path.cwd()
+    if (here / "replaylens.toml").is_file():
+        return here / "replaylens.toml"
+    py = here / "pyproject.toml"
+    if py.is_file():
+        try:
+            if "replaylens" in tomllib.loads(py.read_text(encoding="utf-8")).get("tool", {}):
+                return py
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            return None  # not ours to judge: a broken pyproject without our table is not an error here
+    return None
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The config table of ``path`` (``[tool.replaylens]`` of a pyproject.toml, or a replaylens.toml's top level)."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("replaylens")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: no [tool.replaylens] table")
+        return table
+    return data
+
+
+def _section(path: Path) -> str:
+    return "tool.replaylens" if path.name == "pyproject.toml" else ""
+
+
+def to_default_map(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The audit command's ``default_map`` for a config table; one-line ConfigError naming file and key."""
+    from ..report._verdict import parse_expectations
+
+    sec = _section(path)
+    where = f"{path}: {sec + '.' if sec else ''}"
+    base = path.resolve().parent
+    out: dict[str, Any] = {}
+    for key, val in table.items():
+        if key in PATH_KEYS:
+            if not isinstance(val, str):
+                raise ConfigError(f"{where}{key} must be a path (a string); got {val!r}")
+            p = Path(val)
+            # relative to the config file (the same path as written when the file is in the working directory)
+            out[PATH_KEYS[key]] = str(p if p.is_absolute() or base == Path.cwd().resolve() else base / p)
+        elif key in SCALAR_KEYS:
+            if isinstance(val, (dict, list)):
+                raise ConfigError(f"{where}{key} must be a single value; got {val!r}")
+            out[SCALAR_KEYS[key]] = val
+        elif key in LIST_KEYS:
+            if isinstance(val, list):
+                val = ",".join(str(v) for v in val)
+            if not isinstance(val, str):
+                raise ConfigError(f"{where}{key} must be a list of names or a comma list; got {val!r}")
+            out[LIST_KEYS[key]] = val
+        elif key == "agent":
+            agents = [val] if isinstance(val, str) else val
+            if not isinstance(agents, list) or not agents or not all(isinstance(a, str) for a in agents):
+                raise ConfigError(f"{where}agent must be an agent name or a list of them; got {val!r}")
+            out["agent_specs"] = tuple(agents)
+        elif key == "agent_params":
+            if not isinstance(val, dict):
+                raise ConfigError(f"{where}agent_params must be a table; got {val!r}")
+            out["agent_param"] = tuple(f"{k}={json.dumps(v)}" for k, v in val.items())
+        elif key == "expect":
+            if not isinstance(val, dict):
+                raise ConfigError(f"{where}expect must be a table of cell = expectation; got {val!r}")
+            exps = parse_expectations(val, where=f"{where}expect")
+            out["expect_specs"] = tuple(e.spec() for e in exps.values())
+        else:
+            known = sorted([*PATH_KEYS, *SCALAR_KEYS, *LIST_KEYS, "agent", "agent_params", "expect"])
+            raise ConfigError(f"{where}unknown key {key!r} (known: {', '.join(known)})")
+    return out
+
+
+def _config_arg(args: list[str]) -> str | None:
+    for i, a in enumerate(args):
+        if a == "--config" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--config="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class ConfigCommand(click.Command):
+    """A command whose option defaults come from the project config (``--config FILE``, else
+    :func:`find_config`): the config is click's ``default_map``, so command-line options override it."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        if "default_map" not in extra and not any(a in ("-h", "--help") for a in args):
+            explicit = _config_arg(args)
+            path = Path(explicit) if explicit else find_config()
+            if path is not None:
+                try:
+                    extra["default_map"] = to_default_map(load_config(path), path)
+                except ConfigError as exc:
+                    click.echo(f"replaylens: error: {exc}", err=True)
+                    sys.exit(2)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+config_option = click.option(
+    "--config", "config_path", default=None, expose_value=False, type=click.Path(dir_okay=False),
+    help="Project config (TOML). Default: $REPLAYLENS_CONFIG, else ./replaylens.toml, else [tool.replaylens] in "
+         "./pyproject.toml. Command-line options override its values.")
