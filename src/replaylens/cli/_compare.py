@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import click
 
 from ._app import cli, user_errors
+from ._regress import emit_regressions, fail_on_options
 
 
 @cli.command()
@@ -19,11 +21,14 @@ from ._app import cli, user_errors
 @click.option("--resamples", default=None, type=click.IntRange(min=1),
               help="Stream-cluster bootstrap draws (default: those of OUT_A).")
 @click.option("--level", default=None, type=click.FloatRange(0.5, 0.9999), help="Interval level (default: OUT_A's).")
+@fail_on_options
 @user_errors
-def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | None, level: float | None) -> None:
+def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | None, level: float | None,
+            fail_on: str, as_json: bool) -> None:
     """Compare two audits of the same plan (same inputs and seed), e.g. agent v1 vs v2: per cell the
     difference B − A in action response, ΔU and ΔO with a stream-cluster bootstrap interval on the
-    paired per-stream differences.  Refuses audits of different plans, inputs or seeds (exit 2)."""
+    paired per-stream differences.  Refuses audits of different plans, inputs or seeds (exit 2).
+    With --fail-on (OUT_A the baseline), exit 1 when B regressed past a threshold."""
     from rich.console import Console
     from rich.table import Table
 
@@ -31,10 +36,13 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
 
     a, b = load_results(out_a), load_results(out_b)
     c = compare_audits(a, b, n_resamples=resamples, level=level)
+    if as_json:  # issue 24: machine-readable comparison and regressions, exit 1 on a regression
+        sys.exit(emit_regressions(c, fail_on, as_json=True))
     lv = f"{100 * c['level']:g}%"
     table = Table(title=f"{c['b']} − {c['a']} ({c['n_streams']} streams, paired by stream)")
     for col, right in (("cell", False), (f"Δ action response [{lv}]", True), (f"ΔΔU [{lv}]", True),
-                       (f"ΔΔO [{lv}]", True), ("decisions differing", True)):
+                       (f"ΔΔO [{lv}]", True), ("changed in A only / B only", True),
+                       ("decisions A ≠ B", True)):
         table.add_column(col, justify="right" if right else "left")
 
     def iv(x: float, ci: list[float], pct: bool) -> str:
@@ -45,7 +53,9 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
     for r in c["rows"]:
         table.add_row(r["cell"], iv(r["action"], r["action_ci"], True),
                       iv(r["delta_utility"], r["delta_utility_ci"], False),
-                      iv(r["delta_oracle"], r["delta_oracle_ci"], True), f"{r['n_differ']} / {r['n_decisions']}")
+                      iv(r["delta_oracle"], r["delta_oracle_ci"], True),
+                      f"{r['n_a_only']} / {r['n_b_only']} of {r['n_compared']}",
+                      f"{r['n_differ']} / {r['n_decisions']}")
     Console(width=max(132, Console().width)).print(table)
     click.echo(f"aligned replay: mean utility {c['aligned_a']:.4f} ({c['a']}) vs {c['aligned_b']:.4f} ({c['b']}); "
                f"{c['n_differ_aligned']} of {c['n_aligned']} aligned decisions differ")
@@ -56,3 +66,4 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
             fh.write(render_comparison(c, a.manifest))
         os.replace(tmp, html_out)
         click.echo(f"wrote {html_out}")
+    sys.exit(emit_regressions(c, fail_on, as_json=False))

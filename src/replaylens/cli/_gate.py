@@ -14,6 +14,7 @@ import click
 from ..report._verdict import Expectation
 from ._app import F
 from ._config import config_option
+from ._regress import fail_on_option
 
 __all__ = ["GateOptions", "finish_gate", "gate_expectations", "gate_options"]
 
@@ -24,6 +25,8 @@ class GateOptions:
 
     expect: tuple[str, ...] = ()
     junit_xml: Path | None = None
+    baseline: Path | None = None
+    fail_on: str = ""
 
 
 _OPTIONS = [
@@ -35,6 +38,10 @@ _OPTIONS = [
     click.option("--junit-xml", "junit_xml", default=None, type=click.Path(dir_okay=False, path_type=Path),
                  help="Write a JUnit XML file: one testcase per expectation; a failed declared expectation is a "
                       "failure naming the cell, the count and one changed decision."),
+    click.option("--baseline", "baseline", default=None, type=click.Path(path_type=Path),
+                 help="A stored run (its OUT directory or summary.json) of the same plan and inputs: report per cell "
+                      "the paired difference against it (OUT/baseline.json); --fail-on makes a regression exit 1."),
+    fail_on_option,
 ]
 
 
@@ -42,7 +49,8 @@ def gate_options(fn: F) -> F:
     """Add the gate options to a command; the command receives them as one ``gate: GateOptions``."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        gate = GateOptions(expect=tuple(kwargs.pop("expect_specs", ())), junit_xml=kwargs.pop("junit_xml", None))
+        gate = GateOptions(expect=tuple(kwargs.pop("expect_specs", ())), junit_xml=kwargs.pop("junit_xml", None),
+                           baseline=kwargs.pop("baseline", None), fail_on=kwargs.pop("fail_on", ""))
         return fn(*args, gate=gate, **kwargs)
 
     for opt in reversed(_OPTIONS):
@@ -91,4 +99,32 @@ def finish_gate(result: Any, out: Path, gate: GateOptions | None, *, history: An
             fh.write(step_summary(summary, str(out / "report.html")))
     for line in failed:
         click.echo(line, err=True)
-    return 1 if failed else 0
+    regressed = _against_baseline(out, gate) if gate is not None and gate.baseline is not None else []
+    return 1 if failed or regressed else 0
+
+
+def _against_baseline(out: Path, gate: GateOptions) -> list[str]:
+    """Compare the finished run in OUT with ``--baseline`` (refused unless same plan, inputs and seed);
+    write OUT/baseline.json, print one line per row and per regression; the regression lines."""
+    import json
+
+    from .._durable import atomic_write
+    from ..report import compare_audits, load_results
+    from ..report._audit import strict_json
+    from ..report._baseline import baseline_dir, parse_fail_on, regressions
+
+    assert gate.baseline is not None
+    thresholds = parse_fail_on(gate.fail_on)
+    c = compare_audits(load_results(baseline_dir(gate.baseline)), load_results(out))
+    lines = regressions(c, thresholds)
+    doc = c | {"fail_on": [t.describe() for t in thresholds], "regressions": lines, "passed": not lines}
+    atomic_write(out / "baseline.json", (json.dumps(strict_json(doc), indent=2, allow_nan=False) + "\n").encode())
+    for r in c["rows"]:
+        lo, hi = r["action_ci"]
+        ci = "n/a" if lo is None or lo != lo else f"{100 * lo:+.1f}, {100 * hi:+.1f}"
+        click.echo(f"baseline {r['cell']}: decisions changed {100 * r['action']:+.1f}pp [{ci}], utility "
+                   f"{r['delta_utility']:+.4f}, oracle {100 * r['delta_oracle']:+.1f}pp; changed in baseline only "
+                   f"{r['n_a_only']}, in this run only {r['n_b_only']} of {r['n_compared']}")
+    for line in lines:
+        click.echo(line, err=True)
+    return lines

@@ -67,6 +67,10 @@ def compare_summaries(sa: dict[str, Any], sb: dict[str, Any], fa: Any, fb: Any, 
     differ = fa["action"].to_numpy() != fb["action"].to_numpy()
     cell = fa["cell"].astype(str).to_numpy()
     mp = fa["map"].astype(str).to_numpy()
+    from ._baseline import response_masks  # issue 24: which decisions *respond* in each run, paired
+
+    resp_a = response_masks(sa, fa["action"].astype(str).to_numpy())
+    resp_b = response_masks(sb, fb["action"].astype(str).to_numpy())
     rows = []
     for index, (ra, rb) in enumerate(zip(sa["rows"], sb["rows"], strict=True)):
         cols = ("action", "delta_utility", "delta_oracle")
@@ -85,7 +89,10 @@ def compare_summaries(sa: dict[str, Any], sb: dict[str, Any], fa: Any, fb: Any, 
                      **{k: float(est[j]) for j, k in enumerate(cols)},
                      **{f"{k}_ci": [float(lo[j]), float(hi[j])] for j, k in enumerate(cols)},
                      "a": {k: ra[k] for k in cols}, "b": {k: rb[k] for k in cols},
-                     "n_differ": int(differ[sel].sum()), "n_decisions": int(sel.sum())})
+                     "n_differ": int(differ[sel].sum()), "n_decisions": int(sel.sum()),
+                     "n_a_only": int((resp_a[ra["cell"]] & ~resp_b[ra["cell"]]).sum()),
+                     "n_b_only": int((resp_b[ra["cell"]] & ~resp_a[ra["cell"]]).sum()),
+                     "n_compared": int(resp_a[ra["cell"]].size)})
     aligned = (cell == "aligned") & (mp == "id")
     return {"a": sa["agent"], "b": sb["agent"], "seed": seed, "level": level, "n_resamples": n_resamples,
             "n_streams": sa["n_streams"], "rows": rows, "aligned_a": sa["aligned"]["mean_utility"],

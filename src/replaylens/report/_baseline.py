@@ -1,0 +1,121 @@
+"""Regression baselines (issue 24): a run compared with a stored run of the same plan and inputs, per row
+the paired difference (B − A, B the new run) with its stream-cluster interval, and ``--fail-on`` thresholds.
+
+``--fail-on`` is a comma list of ``[CELL.]METRIC:THRESHOLD``:
+
+* ``action:0.05`` — the share of decisions changed (D_A^q, or T_gr) rose by more than 5 pp;
+* ``utility:0.01`` — the utility change ΔU fell by more than 0.01;
+* ``oracle:0.02`` — the oracle agreement change ΔO fell by more than 2 pp.
+
+A threshold applies to every row unless prefixed by a cell (``pair.action:0``).  The point estimate of
+the paired difference is compared with the threshold (it is exact for a deterministic agent on fixed
+inputs); its interval is reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["Threshold", "baseline_dir", "parse_fail_on", "regressions", "response_masks"]
+
+METRICS = {"action": ("action", +1), "utility": ("delta_utility", -1), "oracle": ("delta_oracle", -1)}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Fail when ``metric`` moves the wrong way by more than ``limit`` (in ``cell`` only, when given)."""
+
+    metric: str
+    limit: float
+    cell: str | None = None
+
+    def describe(self) -> str:
+        sign = METRICS[self.metric][1]
+        unit = f"{100 * self.limit:g}pp" if self.metric != "utility" else f"{self.limit:g}"
+        return f"{self.cell + '.' if self.cell else ''}{self.metric} {'rose' if sign > 0 else 'fell'} by > {unit}"
+
+
+def parse_fail_on(spec: str | Iterable[str]) -> list[Threshold]:
+    """Thresholds from ``--fail-on`` (see the module docstring); one-line ConfigError otherwise."""
+    items = [s for part in ([spec] if isinstance(spec, str) else spec) for s in part.split(",") if s.strip()]
+    out = []
+    for item in items:
+        name, sep, val = item.strip().partition(":")
+        cell, _, metric = name.rpartition(".")
+        try:
+            limit = float(val)
+        except ValueError:
+            limit = math.nan
+        if not sep or metric not in METRICS or not math.isfinite(limit) or limit < 0:
+            raise ConfigError(f"--fail-on must be a comma list of [CELL.]METRIC:THRESHOLD (METRIC: action, utility, "
+                              f"oracle; THRESHOLD >= 0); got {item.strip()!r}")
+        out.append(Threshold(metric, limit, cell or None))
+    return out
+
+
+def regressions(comparison: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list[str]:
+    """One line per (row, threshold) crossed by the paired difference B − A."""
+    lines = []
+    rows = {r["cell"]: r for r in comparison["rows"]}
+    for t in thresholds:
+        if t.cell is not None and t.cell not in rows:
+            raise ConfigError(f"--fail-on {t.cell}.{t.metric}: {t.cell!r} is not a row of these runs "
+                              f"({', '.join(rows)})")
+        key, sign = METRICS[t.metric]
+        for cell, r in rows.items():
+            if t.cell is not None and cell != t.cell:
+                continue
+            d = r[key]
+            if d is not None and np.isfinite(d) and sign * d > t.limit + 1e-12:
+                lo, hi = r[f"{key}_ci"]
+                fmt = _fmt_pp if t.metric != "utility" else _fmt_num
+                ci = f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and np.isfinite(lo) else "[n/a]"
+                lines.append(f"regression: {cell}: {t.metric} {fmt(d)} {ci} against the baseline "
+                             f"({t.describe()})")
+    return lines
+
+
+def _fmt_pp(x: float) -> str:
+    return f"{100 * x:+.1f}pp"
+
+
+def _fmt_num(x: float) -> str:
+    return f"{x:+.4f}"
+
+
+def baseline_dir(path: Path) -> Path:
+    """The audit directory of ``--baseline`` (a directory, or the summary.json inside one)."""
+    p = Path(path)
+    if p.is_file() and p.name == "summary.json":
+        return p.parent
+    if p.is_dir():
+        return p
+    raise ConfigError(f"--baseline {p}: not an audit output directory or its summary.json")
+
+
+def response_masks(summary: Mapping[str, Any], actions: np.ndarray) -> dict[str, np.ndarray]:
+    """Per summary row, which of its decisions changed against that run's own aligned replay (the
+    comparison behind ``n_changed``).  ``actions``: the decision table's action column in its row order
+    (cell, map, draw, repeat, task)."""
+    shape = (len(summary["cells"]), len(summary["maps"]), int(summary["draws"]), int(summary["repeats"]),
+             int(summary["n_future_tasks"]))
+    a = np.asarray(actions).reshape(shape)
+    out = {}
+    for r in summary["rows"]:
+        if r["cell"] == "rekey":
+            out["rekey"] = a[0][1:] != a[0][:1]
+        elif list(r["by_map"]["action"]) == [summary["maps"][0]]:   # a history cell, read at ρ = id
+            c = summary["cells"].index(r["cell"])
+            out[r["cell"]] = a[c][:1] != a[0][:1]
+        else:                                                         # consistent renaming, ρ ≠ id vs aligned id
+            c = summary["cells"].index(r["cell"])
+            out[r["cell"]] = a[c][1:] != a[0, :1]
+    return out
