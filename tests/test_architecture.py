@@ -26,7 +26,7 @@ RANK = {
     "replay": 5,
     "readouts": 6, "inference": 6,
     "report": 7,
-    "testing": 8, "reproduce": 8,
+    "testing": 8, "reproduce": 8, "pytest_plugin": 8,
     "api": 8.5,  # the package's public namespace (``from replaylens import X``)
     "experiments": 9,
     "cli": 10,
