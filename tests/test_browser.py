@@ -87,7 +87,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     res = CliRunner().invoke(cli, ["compare", str(multi / "mean"), str(multi / "latest"), "--out",
                                    str(root / "compare.html")])
     assert res.exit_code == 0, res.output
-    return {"report": multi / "report.html", "compare": root / "compare.html", "single": demo / "report.html"}
+    res = CliRunner().invoke(cli, ["view", str(root), "--no-browser"])  # no report.html there: the run index
+    assert res.exit_code == 0, res.output
+    return {"report": multi / "report.html", "compare": root / "compare.html", "single": demo / "report.html",
+            "index": root / "index.html"}
 
 
 def _probe(page: Path, ids: list[str], width: int, tmp: Path) -> dict[str, object]:
@@ -108,7 +111,8 @@ def _probe(page: Path, ids: list[str], width: int, tmp: Path) -> dict[str, objec
     return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 
 
-@pytest.mark.parametrize(("name", "ids"), [("report", REPORT_IDS), ("compare", COMPARE_IDS)])
+@pytest.mark.parametrize(("name", "ids"), [("report", REPORT_IDS), ("compare", COMPARE_IDS),
+                                          ("index", ["header", "runs", "run-table"])])
 def test_page_renders_with_key_elements_visible(pages: dict[str, Path], name: str, ids: list[str],
                                                 tmp_path: Path) -> None:
     page = pages[name]
@@ -137,7 +141,7 @@ def test_page_renders_with_key_elements_visible(pages: dict[str, Path], name: st
 
 def test_page_without_its_csp_still_requests_nothing(pages: dict[str, Path], tmp_path: Path) -> None:
     """The HTML itself names nothing to fetch: with the Content-Security-Policy removed, still no request."""
-    for name in ("report", "single", "compare"):
+    for name in ("report", "single", "compare", "index"):
         html = pages[name].read_text(encoding="utf-8")
         bare = tmp_path / f"{name}-nocsp.html"
         bare.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html), encoding="utf-8")

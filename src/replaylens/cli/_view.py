@@ -21,6 +21,11 @@ def report_path(out: Path) -> Path:
     from ..errors import InputError
 
     p = out if out.suffix == ".html" else out / "report.html"
+    if not p.is_file() and out.is_dir():  # issue 24: a directory of runs gets an index page
+        from ..report._index import find_runs, write_index
+
+        if find_runs(out):
+            return write_index(out).resolve()
     if not p.is_file():
         raise InputError(str(p), None, None, "no report here (run `replaylens audit --out DIR` or `replaylens demo` "
                                              "first, or give the .html file of a comparison)")
@@ -47,11 +52,22 @@ class _Quiet(SimpleHTTPRequestHandler):
 @click.option("--timeout", "max_seconds", default=None, type=click.FloatRange(min=0.1),
               help="With --serve: stop serving after this many seconds (default: until Ctrl-C).")
 @click.option("--no-browser", is_flag=True, help="Do not open a browser, only print the path (or URL).")
+@click.option("--index", "as_index", is_flag=True,
+              help="List the runs under OUT in OUT/index.html (the default when OUT has no report.html of its own).")
 @user_errors
-def view(out: Path, serve: bool, port: int, max_seconds: float | None, no_browser: bool) -> None:
+def view(out: Path, serve: bool, port: int, max_seconds: float | None, no_browser: bool, as_index: bool) -> None:
     """Show the report of an audit directory OUT (or a comparison page OUT.html): print its path, open it in a
-    browser when a display exists, or serve it on 127.0.0.1 with --serve."""
-    page = report_path(out)
+    browser when a display exists, or serve it on 127.0.0.1 with --serve.  On a directory of runs, write
+    OUT/index.html listing each run (agent, date, inputs hash, cells, verdict) with a link to its report."""
+    if as_index:
+        from ..errors import InputError
+        from ..report._index import write_index
+
+        if not out.is_dir():
+            raise InputError(str(out), None, None, "not a directory (--index lists the runs under a directory)")
+        page = write_index(out).resolve()
+    else:
+        page = report_path(out)
     if not serve:
         click.echo(str(page))
         if not no_browser and has_display():
