@@ -401,6 +401,9 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
     if len(agent_specs) > 1:  # several agents, one prepared plan
         from ._agents_audit import run_agents
+        from ._gate import refuse_several_agents
+
+        refuse_several_agents(gate, expect_invariant)
 
         run_agents(_run_audit, agent_specs, params, history=history, futures=futures, evaluator=evaluator,
                    inputs=[("history", str(history_path)), ("futures", str(future_path)),

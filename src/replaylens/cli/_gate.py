@@ -16,7 +16,7 @@ from ._app import F
 from ._config import config_option
 from ._regress import fail_on_option
 
-__all__ = ["GateOptions", "finish_gate", "gate_expectations", "gate_options"]
+__all__ = ["GateOptions", "finish_gate", "gate_expectations", "gate_options", "refuse_several_agents"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,17 @@ def gate_options(fn: F) -> F:
     for opt in reversed(_OPTIONS):
         wrapper = opt(wrapper)
     return wrapper  # type: ignore[return-value]
+
+
+def refuse_several_agents(gate: GateOptions, expect_invariant: str) -> None:
+    """A gate judges one agent: refuse (one line) gate options on a several-agent audit rather than ignore them."""
+    from ..errors import ConfigError
+
+    used = [name for name, on in (("--expect", gate.expect), ("--expect-invariant", expect_invariant),
+                                  ("--junit-xml", gate.junit_xml), ("--baseline", gate.baseline)) if on]
+    if used:
+        raise ConfigError(f"{', '.join(used)} judge one agent per run; audit each agent on its own (or compare "
+                          "their OUT/<agent> directories with `replaylens compare`)")
 
 
 def gate_expectations(gate: GateOptions | None, invariant: list[str], tolerance: float,
