@@ -63,6 +63,29 @@ def user_errors(fn: F) -> F:
 
 
 
+def sectioned(sections: dict[str, tuple[str, ...]]) -> type[click.Command]:
+    """A click command class whose help lists its options under headings (``sections``: heading → the
+    options' first long names; options named nowhere are listed under "Other options")."""
+
+    class _Sectioned(click.Command):
+        def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            rows: dict[str, list[tuple[str, str]]] = {h: [] for h in sections}
+            rows["Other options"] = []
+            for param in self.get_params(ctx):
+                rec = param.get_help_record(ctx)
+                if rec is None:
+                    continue
+                long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+                head = next((h for h, names in sections.items() if long in names), "Other options")
+                rows[head].append(rec)
+            for head, recs in rows.items():
+                if recs:
+                    with formatter.section(head):
+                        formatter.write_dl(recs)
+
+    return _Sectioned
+
+
 PLUGIN_GROUP = "replaylens.commands"
 """Entry-point group of commands other packages add (the paper wing's ``paper`` group is one)."""
 

@@ -19,7 +19,17 @@ from ..settings import (
     ModelSpec,
     cell_list,
 )
-from ._app import F, cli, model_progress, parse_params, resolve_model, table_console, traceback_option, user_errors
+from ._app import (
+    F,
+    cli,
+    model_progress,
+    parse_params,
+    resolve_model,
+    sectioned,
+    table_console,
+    traceback_option,
+    user_errors,
+)
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
@@ -249,7 +259,23 @@ def _with_audit_options(fn: F) -> F:
     return fn
 
 
-@cli.command()
+AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Inputs and output": ("--history", "--future", "--utilities", "--out", "--restart", "--overwrite"),
+    "Agent": ("--agent", "--agent-param"),
+    "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--resamples", "--level",
+                           "--path"),
+    "CI gate": ("--expect-invariant", "--tolerance"),
+    "Execution": ("--workers", "--backend", "--ray-address", "--max-shard-memory", "--concurrency"),
+    "LLM agent (--agent llm)": ("--model", "--base-url", "--api-key-env", "--env-file", "--namespace", "--timeout",
+                                "--retries", "--reasoning-effort", "--service-tier", "--offline",
+                                "--response-format", "--cache", "--no-cache", "--cache-sampled"),
+    "Cost (--agent llm)": ("--estimate", "--price-in", "--price-out", "--pricing", "--max-requests", "--max-cost"),
+    "Adaptive audit": ("--adaptive", "--margin", "--rounds"),
+    "Output": ("--quiet", "--traceback", "--help"),
+}
+
+
+@cli.command(cls=sectioned(AUDIT_SECTIONS))
 @click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="History file (JSONL, CSV or Parquet).")
 @click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
