@@ -33,7 +33,7 @@ from replaylens.paper.tools import (
     reanalyze_planning,
 )
 from replaylens.paper.tools._agents import read_jsonl
-from replaylens.paper.tools._debugging import canonical, sha256
+from replaylens.paper.tools._protocol import canonical, sha256
 
 
 @pytest.fixture(scope="module")

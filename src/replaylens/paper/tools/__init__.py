@@ -1,16 +1,14 @@
 """Tool-using agents: a resource-limited sandbox for candidate code and the code-debugging substrate
 (C5) with sealed hidden evaluation (C7). See docs/tools.md."""
 
+from ._debug_run import DebugRun
 from ._debugging import (
     CONDITIONS,
     PI_PAIR,
     PI_VALUE,
-    DebugRun,
     DebugTask,
-    ProtocolViolation,
     Readout,
     ScriptedDebugger,
-    SealError,
     Suite,
     ToolSession,
     analyze,
@@ -20,6 +18,7 @@ from ._debugging import (
     rename_id,
 )
 from ._families import FAMILIES, Instance, make_instance
+from ._protocol import ProtocolViolation, SealError
 from ._sandbox import (
     RunResult,
     SandboxLimits,
@@ -39,14 +38,13 @@ __all__ = [
 ]
 
 from ._agents import FORCE_MODES, LLMDebugger, LLMPlanner, LLMToolAgent, TurnJournal  # model-driven agents
-from ._debugging import N_TEST_CALLS, read_export, write_export
+from ._debugging import N_TEST_CALLS
 from ._envs import DebugEnv, PlanningEnv, debug_tool_schemas
 from ._planning import (
     CONFIGS,
     FACTORS,
     N_EXPERIMENTS,
     PLAN_CONDITIONS,
-    PlanningRun,
     PlanningSession,
     PlanningSuite,
     PlanningTask,
@@ -61,6 +59,8 @@ from ._planning import (
     reference_choices,
     tool_schemas,
 )
+from ._planning_run import PlanningRun
+from ._protocol import read_export, write_export
 from ._reports import action_profile, failure_summary
 
 __all__ += [

@@ -17,6 +17,7 @@ interrupted trajectory into a ``recovery`` attempt.  The format is shared by ``P
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import os
 import time
@@ -43,10 +44,11 @@ from ...llm import (
     parse_tool_call,
     sampling_seed,
 )
-from ._debugging import ProtocolViolation, canonical, sha256
+from ._debugging import ToolSession
+from ._protocol import ProtocolViolation, SealError, canonical, sha256, source_hash
 
 __all__ = ["FORCE_MODES", "LLMDebugger", "LLMPlanner", "LLMToolAgent", "ToolEnvironment", "TurnJournal",
-           "acquire_with_model", "model_gate",
+           "acquire_with_model", "model_gate", "model_manifest",
            "usage_totals"]
 
 FORCE_MODES = ("last", "every")
@@ -394,14 +396,22 @@ def run_one(run: Any, agent: LLMToolAgent, journal: TurnJournal, req: dict[str, 
     return rec
 
 
+def model_manifest(agent: Any, env_cls: Any, schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Manifest fields of a model-driven run (agent settings, prompt/tool-schema digests, source hash)."""
+    mod = inspect.getmodule(env_cls)
+    return {"agent": agent.describe(), "tool_schemas_sha256": sha256(canonical(schemas)),
+            "prompt_source_sha256": sha256(inspect.getsource(mod).encode()) if mod else None,
+            "source_sha256": source_hash(env_cls, LLMToolAgent, ToolSession),
+            "retry_policy": ("at most one format correction per trajectory (C4.4); a second format error is a "
+                             "recorded protocol failure; capacity/transport replacements only under an amendment")}
+
+
 def model_gate(run: Any, sel: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """The model-run checks of the validation gate: ≤ 1 format correction per trajectory, replacements under an
     amendment, every selected event backed by an accepted turn whose stored request bytes hash to its digest and
     whose parsed call decodes to the event, and observed usage totals (total = input + output)."""
     turns = {t["turn_id"]: t for t in read_jsonl(run.root / "turns.jsonl")}
     prompts = {r["sha256"]: r["zlib"] for r in read_jsonl(run.root / "prompts.jsonl")}
-    from ._debugging import SealError
-
     amendments = run.amendments()
     for rid, a in sel.items():
         mine = [turns[t] for t in a.get("turns", []) if t in turns]
