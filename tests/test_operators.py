@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import replaylens as rl
-from replaylens import operators as O
+from replaylens.paper import operators as O
 from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
 from replaylens.maps import DERANGEMENTS_4, SlotSpec
