@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.report._baseline import parse_fail_on, response_masks
-from replaylens.substrates import make_bandit
+from replaylens.report import parse_fail_on, response_masks
 
 PLAN = ["--cells", "value,pair,reorder,rename", "--maps", "1032+2301", "--resamples", "200", "--quiet"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.substrates import make_bandit
 
 
 @pytest.fixture()

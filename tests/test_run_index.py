@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from replaylens.cli._main import cli
-from replaylens.report._index import find_runs
+from replaylens.report import find_runs
 from test_report_html import offline_problems
 
 

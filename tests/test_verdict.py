@@ -11,12 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from replaylens.agents import load_agent
+from replaylens.bandit import make_bandit
 from replaylens.cli._expect import state_lines
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
-from replaylens.report import audit
-from replaylens.report._verdict import Expectation, default_expectation, judge, parse_expectations
-from replaylens.substrates import make_bandit
+from replaylens.report import Expectation, audit, default_expectation, judge, parse_expectations
 
 FAST = ["--resamples", "300", "--streams", "4", "--scripted"]
 

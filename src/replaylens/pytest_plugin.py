@@ -42,14 +42,12 @@ def _agent(agent: Any) -> Any:
 def _check(kind: str, agent: Any, cells: str | Sequence[str], *, tolerance: float, history: Any, futures: Any,
            evaluator: Any, maps: str | None, repeats: int | None, seed: int, n_streams: int, n_future: int,
            n_resamples: int, level: float = 0.99) -> Any:
-    from .report import audit, changed_examples
-    from .report._ci import example_line, example_records
-    from .report._verdict import Expectation, judge
+    from .report import Expectation, audit, changed_examples, example_line, example_records, judge
 
     a = _agent(agent)
     names = [c.strip() for c in (cells.split(",") if isinstance(cells, str) else cells) if c.strip()]
     if history is None:
-        from .substrates import make_bandit
+        from .bandit import make_bandit
 
         sub = make_bandit(n_streams=n_streams, n_future=n_future)
         history, futures, evaluator = sub.history, sub.futures, sub.evaluator
@@ -125,7 +123,7 @@ class AuditHelpers:
     @staticmethod
     def bandit(n_streams: int = 8, n_future: int = 8) -> Any:
         """The built-in 4-arm bandit (history, futures, evaluator) the helpers use by default."""
-        from .substrates import make_bandit
+        from .bandit import make_bandit
 
         return make_bandit(n_streams=n_streams, n_future=n_future)
 

@@ -92,7 +92,7 @@ def _section(path: Path) -> str:
 
 def to_default_map(table: Mapping[str, Any], path: Path) -> dict[str, Any]:
     """The audit command's ``default_map`` for a config table; one-line ConfigError naming file and key."""
-    from ..report._verdict import parse_expectations
+    from ..report import parse_expectations
 
     sec = _section(path)
     where = f"{path}: {sec + '.' if sec else ''}"
@@ -160,6 +160,12 @@ class ConfigCommand(click.Command):
                     click.echo(f"replaylens: error: {exc}", err=True)
                     sys.exit(2)
         return super().make_context(info_name, args, parent=parent, **extra)
+
+
+    @classmethod
+    def over(cls, base: type[click.Command]) -> type[click.Command]:
+        """This behaviour on top of another command class (e.g. one with sectioned help)."""
+        return type(f"Config{base.__name__}", (cls, base), {})
 
 
 config_option = click.option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..report._verdict import Expectation
+from ..report import Expectation
 
 __all__ = ["declared_expectations", "state_lines"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..report._verdict import Expectation
+from ..report import Expectation
 from ._app import F
 from ._config import config_option
 from ._regress import fail_on_option
@@ -74,7 +74,7 @@ def gate_expectations(gate: GateOptions | None, invariant: list[str], tolerance:
     """Declared expectations: ``--expect`` (or the config's ``expect`` table) and ``--expect-invariant`` cells
     at ``--tolerance`` (which win for a cell named in both); every cell must be a replayed row."""
     from ..errors import ConfigError
-    from ..report._verdict import parse_expect_specs
+    from ..report import parse_expect_specs
     from ._expect import declared_expectations
 
     extra = parse_expect_specs(gate.expect) if gate is not None else {}
@@ -91,8 +91,7 @@ def finish_gate(result: Any, out: Path, gate: GateOptions | None, *, history: An
     """Write the CI outputs of a finished audit and print one line per failed declared expectation;
     the exit code (1 when a declared expectation failed, else 0)."""
     from .._durable import atomic_write
-    from ..report._ci import junit_xml, step_summary
-    from ..report._verdict import failure_lines
+    from ..report import failure_lines, junit_xml, step_summary
 
     summary = result.summary()
     failed = failure_lines(summary["verdict"])
@@ -120,9 +119,7 @@ def _against_baseline(out: Path, gate: GateOptions) -> list[str]:
     import json
 
     from .._durable import atomic_write
-    from ..report import compare_audits, load_results
-    from ..report._audit import strict_json
-    from ..report._baseline import baseline_dir, parse_fail_on, regressions
+    from ..report import baseline_dir, compare_audits, load_results, parse_fail_on, regressions, strict_json
 
     assert gate.baseline is not None
     thresholds = parse_fail_on(gate.fail_on)

@@ -26,8 +26,7 @@ def fail_on_options(fn: F) -> F:
 
 def emit_regressions(comparison: dict[str, Any], fail_on: str, *, as_json: bool) -> int:
     """Print the regressions (stderr lines, or the JSON document); the exit code: 1 on a regression."""
-    from ..report._audit import strict_json
-    from ..report._baseline import parse_fail_on, regressions
+    from ..report import parse_fail_on, regressions, strict_json
 
     thresholds = parse_fail_on(fail_on)
     lines = regressions(comparison, thresholds)

@@ -22,7 +22,7 @@ def report_path(out: Path) -> Path:
 
     p = out if out.suffix == ".html" else out / "report.html"
     if not p.is_file() and out.is_dir():  # issue 24: a directory of runs gets an index page
-        from ..report._index import find_runs, write_index
+        from ..report import find_runs, write_index
 
         if find_runs(out):
             return write_index(out).resolve()
@@ -61,7 +61,7 @@ def view(out: Path, serve: bool, port: int, max_seconds: float | None, no_browse
     OUT/index.html listing each run (agent, date, inputs hash, cells, verdict) with a link to its report."""
     if as_index:
         from ..errors import InputError
-        from ..report._index import write_index
+        from ..report import write_index
 
         if not out.is_dir():
             raise InputError(str(out), None, None, "not a directory (--index lists the runs under a directory)")
