@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
+from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History
 
 __all__ = [
@@ -246,6 +247,9 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     row without materializing every row (same checks and messages as the row reader)."""
     p = Path(path)
     table, _ = _arrow_table(p, fmt, "menu")
+    fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
+    if fast is not None:
+        return fast
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
         return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
