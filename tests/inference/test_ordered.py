@@ -70,3 +70,23 @@ def test_a_failed_check_keeps_the_reference_path(monkeypatch: pytest.MonkeyPatch
     v = _values(40, 2, 1)
     assert cluster_bootstrap(v, n_resamples=50, rng=1).n_resamples == 50
     assert sign_flip_test(v[:, 0], n_resamples=50, rng=1, exact=False).n_resamples == 50
+
+
+def test_summary_rows_are_the_same_bytes_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replaylens.agents import load_agent
+    from replaylens.replay import replay
+    from replaylens.substrates import make_bandit
+
+    audit_mod = importlib.import_module("replaylens.report._audit")
+    sub = make_bandit(n_streams=12, slots_per_block=5, n_future=2)
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"))
+    monkeypatch.setattr(audit_mod, "_statistics_threads", lambda: 4)
+    threaded = audit_mod.summarize(dec, seed=3, n_resamples=999)
+    monkeypatch.setattr(audit_mod, "_statistics_threads", lambda: 1)
+    serial = audit_mod.summarize(dec, seed=3, n_resamples=999)
+    assert len(threaded) == len(serial) > 1
+    for a, b in zip(threaded, serial, strict=True):
+        assert a.cell == b.cell
+        assert a.interval.distribution.tobytes() == b.interval.distribution.tobytes()
+        assert a.utility_test.null_distribution.tobytes() == b.utility_test.null_distribution.tobytes()
+        assert a.oracle_test.pvalue == b.oracle_test.pvalue
