@@ -90,3 +90,29 @@ def test_summary_rows_are_the_same_bytes_in_threads(monkeypatch: pytest.MonkeyPa
         assert a.interval.distribution.tobytes() == b.interval.distribution.tobytes()
         assert a.utility_test.null_distribution.tobytes() == b.utility_test.null_distribution.tobytes()
         assert a.oracle_test.pvalue == b.oracle_test.pvalue
+
+
+@pytest.mark.parametrize("skip", [0, 1, 2, 3])
+@pytest.mark.parametrize("sizes", [[7], [4, 5, 1], [1000, 999, 2]])
+def test_pcg64_words_are_the_draws_of_integers(skip: int, sizes: list[int]) -> None:
+    ref = np.random.default_rng(21)
+    new = np.random.default_rng(21)
+    ref.integers(0, 2, size=skip)  # leave a half word buffered (odd skip) or not
+    new.integers(0, 2, size=skip)
+    words = flip_mod._Words(new)
+    for m in sizes:
+        got = (words.take(m) >> 31).astype(np.int64)
+        assert got.tolist() == ref.integers(0, 2, size=m).tolist()
+    words.close()
+    # the generator is left as integers() leaves it: the following draws agree, 32- and 64-bit alike
+    assert new.integers(0, 2, size=5).tolist() == ref.integers(0, 2, size=5).tolist()
+    assert new.integers(0, 1000, size=3).tolist() == ref.integers(0, 1000, size=3).tolist()
+    assert new.random(3).tolist() == ref.random(3).tolist()
+
+
+def test_sign_flip_with_another_bit_generator_keeps_its_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    v = _values(300, 1, 4)[:, 0]
+    fast = sign_flip_test(v, n_resamples=301, rng=np.random.Generator(np.random.MT19937(3)), exact=False)
+    monkeypatch.setattr(flip_mod, "ordered_sums_available", lambda: False)
+    ref = sign_flip_test(v, n_resamples=301, rng=np.random.Generator(np.random.MT19937(3)), exact=False)
+    assert fast.null_distribution.tobytes() == ref.null_distribution.tobytes()
