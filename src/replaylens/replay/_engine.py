@@ -79,7 +79,15 @@ def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str,
 
 
 def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
-    """Encode every planned stream (label codes follow ``plan.labels``)."""
+    """Encode every planned stream (label codes follow ``plan.labels``), by columns (:mod:`._prepare`)."""
+    from ._prepare import prepare_columnar
+
+    bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
+    return prepare_columnar(plan, history, futures, bcode)
+
+
+def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
+    """:func:`prepare_streams` stream by stream (the reference the columnar version is tested against)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
     bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     m_max = max(len(t.menu) for t in futures)
