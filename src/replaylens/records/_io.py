@@ -331,11 +331,10 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
             raise InputError(futures.source, None, "feeds_family",
                              f"future task {t.task!r} of stream {t.stream!r} is fed by block "
                              f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
-    for j in range(len(history)):
-        s = str(history.stream[j])
-        if s in menus and str(history.key[j]) not in menus[s]:
+    for j, (s, k) in enumerate(zip(history.stream.tolist(), history.key.tolist(), strict=True)):
+        if s in menus and k not in menus[s]:
             raise InputError(history.source, None, "key",
-                             f"key {history.key[j]!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
+                             f"key {k!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
                              f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
     if evaluator is not None:
         evaluator.check_covers(futures)
