@@ -31,6 +31,8 @@ __all__ = ["adjusted_level", "cluster_bootstrap"]
 _CHUNK = 8192
 #: at most this many (draw, cluster) cells are held at once
 _MAX_CELLS = 1 << 21
+#: the same bound for the CSR path (which runs in several threads at once; results do not depend on it)
+_FAST_CELLS = 1 << 19
 
 
 def _param_error(func: str, name: str, expected: str, got: str) -> ConfigError:
@@ -175,7 +177,7 @@ def _resampled_deviation(
     """
     n, k = centered.shape
     deviation = np.empty((n_resamples, k), dtype=np.float64)
-    rows = max(1, min(_CHUNK, _MAX_CELLS // n))
+    rows = max(1, min(_CHUNK, min(_MAX_CELLS, _FAST_CELLS if fast else _MAX_CELLS) // n))
     for start in range(0, n_resamples, rows):
         c = min(rows, n_resamples - start)
         if fast:

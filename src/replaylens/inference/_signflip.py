@@ -24,6 +24,8 @@ __all__ = ["format_p", "sign_flip_test"]
 _CHUNK = 8192
 #: at most this many (draw, cluster) cells are held at once
 _MAX_CELLS = 1 << 21
+#: the same bound for the CSR path (which runs in several threads at once)
+_FAST_CELLS = 1 << 19
 #: exact enumeration is refused above this many clusters (2**24 sign vectors)
 _MAX_EXACT = 24
 
@@ -63,7 +65,7 @@ def _monte_carlo_null(gen: np.random.Generator, v: np.ndarray, n_resamples: int)
     n = v.size
     null = np.empty(n_resamples, dtype=np.float64)
     col = v[:, None]
-    rows = max(1, min(_CHUNK, _MAX_CELLS // n))
+    rows = max(1, min(_CHUNK, min(_MAX_CELLS, _FAST_CELLS) // n))
     words = _Words(gen) if type(gen.bit_generator) is np.random.PCG64 else None
     try:
         for start in range(0, n_resamples, rows):
