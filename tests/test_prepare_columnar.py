@@ -8,7 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from replaylens.records import FutureTasks, History
+from replaylens.records import History
+from replaylens.records._io import futures_from_rows
 from replaylens.replay import plan_replay, prepare_streams
 from replaylens.substrates import make_bandit
 
@@ -47,13 +48,13 @@ def test_interleaved_blocks_feeds_and_unsorted_input() -> None:
     cols = {k: [r[k] for r in rows] for k in rows[0]}
     cols["outcome"] = [np.nan if u is None else u for u in cols["outcome"]]
     history = History.from_columns(**cols)
-    futures = FutureTasks.from_tasks([
+    futures = futures_from_rows([
         {"stream": "s1", "family": "c", "context": "x", "task": "f1", "menu": ["k1", "k2"]},
         {"stream": "s2", "family": "z", "context": "x", "task": "f2", "menu": ["k3", "k1", "k2"]},
         {"stream": "s1", "family": "a", "context": "x", "task": "f3", "menu": ["k2", "k3"]},
         {"stream": "s2", "family": "b", "context": "x", "task": "f4", "menu": ["k1"], "feeds_family": "a",
          "feeds_context": "x"},
         {"stream": "s1", "family": "b", "context": "x", "task": "f5", "menu": ["k3", "k2", "k1"]},
-    ])
+    ], "<memory>", None)
     plan = plan_replay(history, futures)
     _same(plan, history, futures)
