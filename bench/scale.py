@@ -1,16 +1,18 @@
 """Audit time and peak memory against history size (issue 17), in two shapes.
 
-* ``many``: many short streams (2 blocks x 10 slots = 20 records each);
+* ``many``: many short streams (2 blocks x 10 slots = 20 records each, 12 future tasks: at 10^6 records the
+  50,000-stream shape of issue 27);
 * ``few``: 16 long streams (records / 16 each).
 
 Each size runs in a fresh child process: it draws the built-in bandit, then times the audit of the
 ``mean`` rule with the default cells and maps (plan, prepare, replay in memory-sized shards,
-read-outs and 2,000-draw intervals).  Peak RSS is the child's ``ru_maxrss`` (input generation
+read-outs and 20,000-draw intervals, the default).  Peak RSS is the child's ``ru_maxrss`` (input generation
 included).  With ``--cli parquet`` (or ``jsonl``) the history, future tasks and utility table are
 first written to files of that format by a separate process, then ``replaylens audit`` runs on them
 as its own process (reading the files, replaying, writing decisions.parquet and the reports); its
 wall time and peak RSS (from ``wait4``) are what is reported.  The fitted exponents (slope of
 log time / log RSS against log records over the sizes measured) are printed last; 1 means linear.
+The per-size figures are also printed relative to the smallest size of the same run (its baseline).
 
 Run from the repository root::
 
@@ -40,8 +42,8 @@ def _substrate(shape: str, records: int):  # type: ignore[no-untyped-def]
     from replaylens.bandit import make_bandit
 
     if shape == "many":
-        return make_bandit(n_streams=max(2, records // 20), slots_per_block=10, n_future=2)
-    return make_bandit(n_streams=16, slots_per_block=max(1, records // 32), n_future=2)
+        return make_bandit(n_streams=max(2, records // 20), slots_per_block=10, n_future=4)
+    return make_bandit(n_streams=16, slots_per_block=max(1, records // 32), n_future=4)
 
 
 def child(shape: str, records: int, resamples: int) -> None:
@@ -103,7 +105,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-records", type=float, default=5e6, help="largest history size to run")
     ap.add_argument("--min-records", type=float, default=0, help="smallest history size to run")
-    ap.add_argument("--resamples", type=int, default=2000, help="bootstrap draws per interval")
+    ap.add_argument("--resamples", type=int, default=20_000, help="bootstrap draws per interval")
     ap.add_argument("--shape", choices=("many", "few", "both"), default="both")
     ap.add_argument("--cli", choices=("parquet", "jsonl"), help="audit through `replaylens audit` from files")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "RECORDS"), help=argparse.SUPPRESS)
@@ -119,7 +121,7 @@ def main() -> int:
     shapes = ("many", "few") if args.shape == "both" else (args.shape,)
     mode = f"CLI from {args.cli}" if args.cli else "API"
     print(f"{mode}, {args.resamples}-draw intervals")
-    print(f"{'shape':6} {'records':>9} {'decisions':>11} {'wall s':>8} {'peak RSS MB':>12}")
+    print(f"{'shape':6} {'records':>9} {'decisions':>11} {'wall s':>8} {'peak RSS MB':>12} {'s/record vs first':>18}")
     fits = []
     for shape in shapes:
         rows = []
@@ -130,8 +132,9 @@ def main() -> int:
                 print(f"{shape:6} {n:>9} failed: {exc}", flush=True)
                 continue
             rows.append(r)
-            print(f"{shape:6} {r['records']:>9} {r['decisions']:>11} {r['wall']:>8.2f} {r['rss'] / 2**20:>12.0f}",
-                  flush=True)
+            per = (r["wall"] / r["records"]) / (rows[0]["wall"] / rows[0]["records"])
+            print(f"{shape:6} {r['records']:>9} {r['decisions']:>11} {r['wall']:>8.2f} {r['rss'] / 2**20:>12.0f} "
+                  f"{per:>17.2f}x", flush=True)
         if len(rows) >= 2:
             x = np.log([r["records"] for r in rows])
             t_exp = np.polyfit(x, np.log([r["wall"] for r in rows]), 1)[0]

@@ -6,9 +6,9 @@ per-cluster counts ``m_b`` and takes ``mean_b = m_b @ values / n``, so the ``k``
 the same resampled clusters and paired contrasts stay paired.
 
 Reproducibility: all draws come from one Generator, chunk after chunk, and the weighted sums are
-accumulated in cluster order with plain elementwise arithmetic (no BLAS), so the bytes of the
-distribution depend only on the seed, not on the chunk size, the BLAS build, or whether a column is
-bootstrapped alone or with others.
+accumulated in cluster order (no BLAS: a CSR product that adds left to right, checked once against the
+plain elementwise reference), so the bytes of the distribution depend only on the seed, not on the
+chunk size, the BLAS build, or whether a column is bootstrapped alone or with others.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from replaylens.errors import ConfigError
 from replaylens.rng import RngLike, check_rng
 
+from ._ordered import ordered_row_sums, ordered_sums_available
 from ._results import BootstrapResult
 
 __all__ = ["adjusted_level", "cluster_bootstrap"]
@@ -30,6 +31,8 @@ __all__ = ["adjusted_level", "cluster_bootstrap"]
 _CHUNK = 8192
 #: at most this many (draw, cluster) cells are held at once
 _MAX_CELLS = 1 << 21
+#: the same bound for the CSR path (which runs in several threads at once; results do not depend on it)
+_FAST_CELLS = 1 << 19
 
 
 def _param_error(func: str, name: str, expected: str, got: str) -> ConfigError:
@@ -153,6 +156,38 @@ def _draw_counts(gen: np.random.Generator, n: int, c: int, layout: _Strata | Non
     return counts.astype(np.float64)
 
 
+def _draw_counts_rows(gen: np.random.Generator, n: int, c: int, layout: _Strata | None) -> np.ndarray:
+    """The counts of :func:`_draw_counts` (same draws) in draw-major layout, shape ``(c, n)``."""
+    if layout is None:
+        idx = gen.integers(0, n, size=(c, n))
+    else:
+        idx = layout.order[layout.start + gen.integers(0, layout.high, size=(c, n))]
+    idx += (np.arange(c, dtype=idx.dtype) * n)[:, None]
+    counts = np.bincount(idx.reshape(-1), minlength=n * c).reshape(c, n)
+    return counts.astype(np.float64)
+
+
+def _resampled_deviation(
+    gen: np.random.Generator, centered: np.ndarray, n_resamples: int, layout: _Strata | None, *, fast: bool
+) -> np.ndarray:
+    """``(n_resamples, k)`` resampled means of ``centered`` (draw minus pivot), chunk after chunk.
+
+    ``fast`` sums each chunk with one CSR product (:mod:`._ordered`); otherwise with the reference
+    :func:`_weighted_sums`.  Both give the same bytes from the same draws.
+    """
+    n, k = centered.shape
+    deviation = np.empty((n_resamples, k), dtype=np.float64)
+    rows = max(1, min(_CHUNK, min(_MAX_CELLS, _FAST_CELLS if fast else _MAX_CELLS) // n))
+    for start in range(0, n_resamples, rows):
+        c = min(rows, n_resamples - start)
+        if fast:
+            sums = ordered_row_sums(_draw_counts_rows(gen, n, c, layout), centered)
+        else:
+            sums = _weighted_sums(_draw_counts(gen, n, c, layout), centered)
+        deviation[start : start + c] = sums / n
+    return deviation
+
+
 def cluster_bootstrap(
     values: npt.ArrayLike,
     *,
@@ -184,12 +219,7 @@ def cluster_bootstrap(
     pivot = _column_means(v)
     centered = v - pivot
     estimate = pivot + _column_means(centered)
-    deviation = np.empty((n_resamples, k), dtype=np.float64)  # draw minus pivot
-    rows = max(1, min(_CHUNK, _MAX_CELLS // n))
-    for start in range(0, n_resamples, rows):
-        c = min(rows, n_resamples - start)
-        counts_t = _draw_counts(gen, n, c, layout)
-        deviation[start : start + c] = _weighted_sums(counts_t, centered) / n
+    deviation = _resampled_deviation(gen, centered, n_resamples, layout, fast=ordered_sums_available())
     distribution = pivot + deviation
 
     tail = (1.0 - level) / 2.0

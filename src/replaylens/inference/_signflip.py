@@ -15,6 +15,7 @@ import numpy.typing as npt
 from replaylens.rng import RngLike, check_rng
 
 from ._bootstrap import _as_values, _check_int, _column_means, _param_error, _seed_of, _weighted_sums
+from ._ordered import ordered_row_sums, ordered_sums_available
 from ._results import SignFlipResult
 
 __all__ = ["format_p", "sign_flip_test"]
@@ -23,6 +24,8 @@ __all__ = ["format_p", "sign_flip_test"]
 _CHUNK = 8192
 #: at most this many (draw, cluster) cells are held at once
 _MAX_CELLS = 1 << 21
+#: the same bound for the CSR path (which runs in several threads at once)
+_FAST_CELLS = 1 << 19
 #: exact enumeration is refused above this many clusters (2**24 sign vectors)
 _MAX_EXACT = 24
 
@@ -47,8 +50,68 @@ def _exact_null(v: np.ndarray) -> np.ndarray:
     return sums / v.size
 
 
+#: ``(+1, -1)`` indexed by a sign bit
+_SIGNS = np.array([1.0, -1.0])
+
+
 def _monte_carlo_null(gen: np.random.Generator, v: np.ndarray, n_resamples: int) -> np.ndarray:
-    """Mean under ``n_resamples`` random sign vectors drawn row after row from ``gen``."""
+    """Mean under ``n_resamples`` random sign vectors drawn row after row from ``gen``.
+
+    Each chunk's sums ``((0 + e_0 v_0) + e_1 v_1) + ...`` are one CSR product (:mod:`._ordered`; the
+    products ``±v`` are exact) where the installation passes its check, else :func:`_reference_null`.
+    """
+    if not ordered_sums_available():
+        return _reference_null(gen, v, n_resamples)
+    n = v.size
+    null = np.empty(n_resamples, dtype=np.float64)
+    col = v[:, None]
+    rows = max(1, min(_CHUNK, min(_MAX_CELLS, _FAST_CELLS) // n))
+    words = _Words(gen) if type(gen.bit_generator) is np.random.PCG64 else None
+    try:
+        for start in range(0, n_resamples, rows):
+            c = min(rows, n_resamples - start)
+            if words is None:
+                signs = _SIGNS.take(gen.integers(0, 2, size=(c, n)))
+            else:  # integers(0, 2) is the top bit of a word: as int32, a negative word draws 1 (sign -1)
+                signs = np.where(words.take(c * n).view(np.int32) < 0, -1.0, 1.0).reshape(c, n)
+            null[start : start + c] = ordered_row_sums(signs, col)[:, 0] / n
+    finally:
+        if words is not None:
+            words.close()
+    return null
+
+
+class _Words:
+    """The 32-bit words of a PCG64 Generator in the order ``Generator.integers`` consumes them, from its raw
+    64-bit output (low half, then high half; first the half an earlier call left buffered).
+
+    ``integers(0, 2)`` never rejects a word (Lemire's threshold is 0 for two values) and returns its top
+    bit, so these words give its draws in a fraction of the time.  :meth:`close` leaves the generator as
+    ``integers`` would have: advanced by the words taken, a left-over high half buffered.
+    """
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self.bg = gen.bit_generator
+        state = self.bg.state
+        self.pending = np.array([state["uinteger"]] if state["has_uint32"] else [], dtype=np.uint32)
+
+    def take(self, m: int) -> np.ndarray:
+        """The next ``m`` words (uint32)."""
+        need = m - self.pending.size
+        fresh = self.bg.random_raw((need + 1) // 2).view(np.uint32) if need > 0 else self.pending[:0]
+        words = np.concatenate((self.pending, fresh)) if self.pending.size else fresh
+        self.pending = words[m:].copy()
+        return words[:m]
+
+    def close(self) -> None:
+        state = dict(self.bg.state)
+        state["has_uint32"] = int(self.pending.size > 0)
+        state["uinteger"] = int(self.pending[0]) if self.pending.size else 0
+        self.bg.state = state
+
+
+def _reference_null(gen: np.random.Generator, v: np.ndarray, n_resamples: int) -> np.ndarray:
+    """:func:`_monte_carlo_null` with plain elementwise arithmetic (the reference; same bytes)."""
     n = v.size
     null = np.empty(n_resamples, dtype=np.float64)
     rows = max(1, min(_CHUNK, _MAX_CELLS // n))

@@ -1,5 +1,6 @@
 """Label maps ρ (derangements, involutions, user maps) and slot laws σ (uniform derangement/permutation)."""
 
+from ._batch import stream_perms
 from ._labels import (
     DERANGEMENTS_4,
     INVOLUTIONS_4,
@@ -27,6 +28,7 @@ __all__ = [
     "parse_map",
     "resolve_maps",
     "stream_perm",
+    "stream_perms",
     "uniform_derangement",
     "uniform_permutation",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
+from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
 
 __all__ = [
@@ -265,6 +266,9 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     row without materializing every row (same checks and messages as the row reader)."""
     p = Path(path)
     table, _ = _arrow_table(p, fmt, "menu")
+    fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
+    if fast is not None:
+        return fast
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
         return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
@@ -346,11 +350,10 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
             raise InputError(futures.source, None, "feeds_family",
                              f"future task {t.task!r} of stream {t.stream!r} is fed by block "
                              f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
-    for j in range(len(history)):
-        s = str(history.stream[j])
-        if s in menus and str(history.key[j]) not in menus[s]:
+    for j, (s, k) in enumerate(zip(history.stream.tolist(), history.key.tolist(), strict=True)):
+        if s in menus and k not in menus[s]:
             raise InputError(history.source, None, "key",
-                             f"key {history.key[j]!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
+                             f"key {k!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
                              f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
     if evaluator is not None:
         evaluator.check_covers(futures)

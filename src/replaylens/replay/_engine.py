@@ -19,7 +19,7 @@ import numpy as np
 from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
-from ..maps import stream_perm
+from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..rng import stable_int
 from ._plan import ReplayPlan
@@ -79,7 +79,15 @@ def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str,
 
 
 def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
-    """Encode every planned stream (label codes follow ``plan.labels``)."""
+    """Encode every planned stream (label codes follow ``plan.labels``), by columns (:mod:`._prepare`)."""
+    from ._prepare import prepare_columnar
+
+    bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
+    return prepare_columnar(plan, history, futures, bcode)
+
+
+def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
+    """:func:`prepare_streams` stream by stream (the reference the columnar version is tested against)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
     bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     m_max = max(len(t.menu) for t in futures)
@@ -211,12 +219,7 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData]) -> _Shard:
     maps = np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
     for d, spec in enumerate(plan.draws):
-        perms = {}
-        for role in ROLES:
-            p = np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n)).copy()
-            for i, sd in enumerate(sds):
-                p[i, : sd.length] = stream_perm(spec, role, sd.name, sd.block_local)
-            perms[role] = p
+        perms = stream_perms(spec, ROLES, [sd.name for sd in sds], blk)  # = stream_perm row by row
         for c, cell in enumerate(plan.cells):
             if not cell.roles and d > 0:
                 tf[(c, d)] = tf[(c, 0)]

@@ -83,11 +83,20 @@ class Journal:
 
     def load(self, shard: int) -> list[np.ndarray]:
         with np.load(self.root / f"shard-{shard:05d}.npz") as z:
+            if "flat" in z.files:  # one flat array and the shapes (one zip entry, not one per stream)
+                shapes = z["shapes"]
+                ends = np.cumsum([int(np.prod(sh)) for sh in shapes.tolist()])
+                parts = np.split(z["flat"], ends[:-1]) if len(ends) else []
+                return [p.reshape(tuple(sh)) for p, sh in zip(parts, shapes.tolist(), strict=True)]
             return [z[f"arr_{i}"] for i in range(len(z.files))]
 
     def record(self, shard: int, streams: list[str], arrays: list[np.ndarray]) -> None:
         buf = io.BytesIO()
-        np.savez(buf, *arrays)
+        if arrays and len({(a.dtype.str, a.ndim) for a in arrays}) == 1:
+            np.savez(buf, flat=np.concatenate([a.reshape(-1) for a in arrays]),
+                     shapes=np.array([a.shape for a in arrays], dtype=np.int64).reshape(len(arrays), -1))
+        else:
+            np.savez(buf, *arrays)
         data = buf.getvalue()
         atomic_write(self.root / f"shard-{shard:05d}.npz", data)
         line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})

@@ -15,6 +15,8 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,9 +238,17 @@ def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator
     return out
 
 
+def _statistics_threads() -> int:
+    """Rows whose statistics run at once: their draws come from per-row seeds, so the bytes do not depend
+    on it; numpy's generators and scipy's sparse products release the GIL while they work."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
-    """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps)."""
-    rows: list[CellSummary] = []
+    """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps).
+
+    The rows' intervals and tests run in a few threads (each row keeps its own seeds)."""
+    pending: list[tuple[Any, ...]] = []
     plan = d.plan
     has_maps = len(plan.maps) > 1
     for c, cell in enumerate(plan.cells):
@@ -253,14 +263,18 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         sel = np.arange(1, len(plan.maps)) if cell.baseline == "identity" else np.array([0])
         base = d.actions[0, 0][None] if cell.baseline == "identity" else d.actions[0][sel]
         changed = d.actions[c][sel] != base
-        rows.append(_row(d, cell.name, f"{cell.migration} ({cell.name})", action, util, orac, int(changed.sum()),
-                         int(changed.size), seed, n_resamples, level, c))
+        pending.append((d, cell.name, f"{cell.migration} ({cell.name})", action, util, orac, int(changed.sum()),
+                        int(changed.size), seed, n_resamples, level, c))
     if has_maps:
         act = a_rekey(d)
         du = delta(d, "U", "aligned")
         util = StreamValues("ΔU_rekey", "aligned", -du.values, -du.by_map, du.maps)
         orac = delta(d, "O", "aligned")
         changed = d.actions[0][1:] != d.actions[0][:1]
-        rows.append(_row(d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
-                         int(changed.size), seed, n_resamples, level, len(plan.cells)))
-    return rows
+        pending.append((d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
+                        int(changed.size), seed, n_resamples, level, len(plan.cells)))
+    workers = min(_statistics_threads(), len(pending))
+    if workers <= 1:
+        return [_row(*args) for args in pending]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-stats") as pool:
+        return list(pool.map(lambda args: _row(*args), pending))

@@ -1,0 +1,118 @@
+"""Encode the planned streams by columns: one pass over the history and one over the future tasks.
+
+:func:`prepare_columnar` gives the same :class:`StreamData` as the per-stream loop it replaces
+(``_engine._prepare_streams_loop``, kept as the tests' oracle): label codes, blocks in first-appearance
+order within each stream, each future task's visible prefix, menu codes and stratum code; every
+per-stream array is a slice of a table-wide one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..records import FutureTasks, History
+    from ._engine import StreamData
+    from ._plan import ReplayPlan
+
+__all__ = ["prepare_columnar"]
+
+
+def _codes_of(values: np.ndarray, lookup: dict[str, int]) -> np.ndarray:
+    """``lookup[v]`` for every value (``KeyError`` for a value not in ``lookup``), through the distinct values."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    table = np.array([lookup[v] for v in uniq.tolist()], dtype=np.int64)
+    return table[inverse.reshape(-1)]
+
+
+def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
+                     bcode: dict[tuple[str, str], int]) -> dict[str, StreamData]:
+    """``stream -> StreamData`` for ``plan.streams`` (``bcode``: the block vocabulary's codes)."""
+    from ._engine import StreamData
+
+    code = {lab: i for i, lab in enumerate(plan.labels)}
+    tasks = futures.tasks
+    m_max = max(len(t.menu) for t in tasks)
+    names, first, counts = np.unique(history.stream, return_index=True, return_counts=True)
+    where = {str(n): (int(f), int(c)) for n, f, c in zip(names, first, counts, strict=True)}
+    for s in plan.streams:
+        if s not in where:
+            raise KeyError(s)
+    spans = [where[s] for s in plan.streams]
+    starts = np.array([f for f, _ in spans], dtype=np.int64)
+    lengths = np.array([c for _, c in spans], dtype=np.int64)
+    rows = (np.repeat(starts - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(int(lengths.sum()))
+            if lengths.size else np.zeros(0, dtype=np.int64))
+    sid = np.repeat(np.arange(len(spans), dtype=np.int64), lengths)   # planned-stream index of each row
+    offset = np.r_[0, np.cumsum(lengths)]                             # its rows' range in ``rows``
+
+    key_codes = _codes_of(history.key[rows], code)
+    fam, ctx = history.family[rows], history.context[rows]
+    fam_u, fam_i = np.unique(fam, return_inverse=True)
+    ctx_u, ctx_i = np.unique(ctx, return_inverse=True)
+    pair = fam_i.reshape(-1) * max(ctx_u.size, 1) + ctx_i.reshape(-1)
+    pair_u, pair_i = np.unique(pair, return_inverse=True)
+    pair_code = np.array([bcode[(str(fam_u[p // max(ctx_u.size, 1)]), str(ctx_u[p % max(ctx_u.size, 1)]))]
+                          for p in pair_u.tolist()], dtype=np.int64)
+    block_global = pair_code[pair_i.reshape(-1)]
+
+    # blocks of each stream: first and last row (positions in ``rows``), rank by first appearance
+    nb = len(bcode)
+    key = sid * nb + block_global
+    uk, first_at, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    last_at = np.zeros(uk.size, dtype=np.int64)
+    np.maximum.at(last_at, inverse, np.arange(key.size))
+    by_first = np.lexsort((first_at, uk // max(nb, 1)))
+    rank = np.empty(uk.size, dtype=np.int64)
+    group_start = np.searchsorted(uk[by_first] // max(nb, 1), uk[by_first] // max(nb, 1), "left")
+    rank[by_first] = np.arange(uk.size) - group_start
+    block_local = rank[inverse]
+
+    # future tasks of the planned streams, in the order of ``futures``
+    pos = {s: i for i, s in enumerate(plan.streams)}
+    f_sid = np.array([pos.get(t.stream, -1) for t in tasks], dtype=np.int64)
+    keep = np.flatnonzero(f_sid >= 0)
+    keep = keep[np.argsort(f_sid[keep], kind="stable")]
+    kept = [tasks[j] for j in keep.tolist()]
+    f_sid = f_sid[keep]
+    stratum = np.array([bcode[(t.family, t.context)] for t in kept], dtype=np.int64)
+    feeds = [t.feeds for t in kept]
+    explicit = np.array([f is not None for f in feeds], dtype=bool)
+    feed = np.array([-1 if f is None else bcode.get(f, -1) for f in feeds], dtype=np.int64)
+    feed = np.where(explicit, feed, stratum)
+    want = f_sid * nb + feed
+    found = np.zeros(feed.size, dtype=bool)
+    at = np.zeros(feed.size, dtype=np.int64)
+    if uk.size:
+        at = np.searchsorted(uk, want).clip(0, uk.size - 1)
+        found = (feed >= 0) & (uk[at] == want)
+    missing = np.flatnonzero(explicit & ~found)
+    if missing.size:  # a feeds block the stream lacks: the loop's last_pos[feed] lookup
+        raise KeyError(feeds[int(missing[0])])
+    # visible prefix: up to the feed block's last record (slots are unique and sorted within a stream)
+    prefix = np.where(found, last_at[at] - offset[f_sid] + 1, lengths[f_sid]).astype(np.int64)
+    menus = np.full((len(kept), m_max), -1, dtype=np.int64)
+    menu_rows: dict[tuple[str, ...], list[int]] = {}
+    for j, t in enumerate(kept):
+        m = menu_rows.get(t.menu)
+        if m is None:
+            m = menu_rows[t.menu] = [code[a] for a in t.menu]
+        menus[j, : len(m)] = m
+    f_off = np.r_[0, np.cumsum(np.bincount(f_sid, minlength=len(spans)))].tolist()
+
+    outcome = history.outcome
+    out: dict[str, StreamData] = {}
+    for i, s in enumerate(plan.streams):
+        f0, n = spans[i]
+        lo, hi = int(offset[i]), int(offset[i + 1])
+        a, b = f_off[i], f_off[i + 1]
+        sl = slice(f0, f0 + n)
+        out[s] = StreamData(
+            name=s, history=history, rows=sl, codes=key_codes[lo:hi], outcomes=outcome[sl].astype(np.float64),
+            block_local=block_local[lo:hi], block_global=block_global[lo:hi], slots=history.slot[sl],
+            futures=tuple(kept[a:b]), prefix=prefix[a:b], menus=menus[a:b], stratum_code=stratum[a:b],
+        )
+    return out
