@@ -8,12 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from replaylens.bandit import make_bandit
 from replaylens.errors import InputError
 from replaylens.records import read_futures, write_futures
 from replaylens.records._arrow_rows import ArrowRows
 from replaylens.records._futures_arrow import futures_from_arrow
 from replaylens.records._io import futures_from_rows
-from replaylens.substrates import make_bandit
 
 
 def _rows(table: pa.Table):  # type: ignore[no-untyped-def]

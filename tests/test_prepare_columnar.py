@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from replaylens.bandit import make_bandit
 from replaylens.records import History
 from replaylens.records._io import futures_from_rows
 from replaylens.replay import plan_replay, prepare_streams
-from replaylens.substrates import make_bandit
 
 engine = importlib.import_module("replaylens.replay._engine")
 FIELDS = ("codes", "outcomes", "block_local", "block_global", "slots", "prefix", "menus", "stratum_code")

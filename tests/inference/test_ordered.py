@@ -74,8 +74,8 @@ def test_a_failed_check_keeps_the_reference_path(monkeypatch: pytest.MonkeyPatch
 
 def test_summary_rows_are_the_same_bytes_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     from replaylens.agents import load_agent
+    from replaylens.bandit import make_bandit
     from replaylens.replay import replay
-    from replaylens.substrates import make_bandit
 
     audit_mod = importlib.import_module("replaylens.report._audit")
     sub = make_bandit(n_streams=12, slots_per_block=5, n_future=2)

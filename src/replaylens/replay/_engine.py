@@ -11,18 +11,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
+from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..rng import stable_int
 from ._plan import ReplayPlan
+from ._prepare import prepare_columnar
+from ._streams import StreamData
 
 __all__ = [
     "DEFAULT_SHARD_MEMORY",
@@ -39,38 +40,6 @@ __all__ = [
 ROLES = ("value", "pair", "time", "reorder")
 
 
-@dataclass(frozen=True, eq=False)
-class StreamData:
-    """One stream's records in slot order, encoded, plus its future tasks."""
-
-    name: str
-    history: History
-    rows: slice                # the stream's rows in ``history``
-    codes: np.ndarray          # (T,) label codes
-    outcomes: np.ndarray       # (T,)
-    block_local: np.ndarray    # (T,) block index within the stream (by first slot)
-    block_global: np.ndarray   # (T,) block code in the run's block vocabulary
-    slots: np.ndarray          # (T,)
-    futures: tuple[FutureTask, ...]
-    prefix: np.ndarray         # (J,) number of visible records for each future task
-    menus: np.ndarray          # (J, M) canonical label codes of each menu (−1 padding)
-    stratum_code: np.ndarray   # (J,) block-vocabulary code of each task's stratum
-
-    @property
-    def length(self) -> int:
-        return int(self.codes.shape[0])
-
-    @cached_property
-    def task_inputs(self) -> tuple[TaskInput, ...]:
-        """x_t for every position (built only for the per-record path)."""
-        return tuple(TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
-                     for r in self.history.records(self.name))
-
-    @cached_property
-    def prefixes(self) -> np.ndarray:
-        return np.unique(self.prefix)
-
-
 def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
     """Every block and stratum (family, context), history blocks first."""
     blocks = dict.fromkeys(zip(history.family.tolist(), history.context.tolist(), strict=True))
@@ -80,8 +49,6 @@ def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str,
 
 def prepare_streams(plan: ReplayPlan, history: History, futures: FutureTasks) -> dict[str, StreamData]:
     """Encode every planned stream (label codes follow ``plan.labels``), by columns (:mod:`._prepare`)."""
-    from ._prepare import prepare_columnar
-
     bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     return prepare_columnar(plan, history, futures, bcode)
 

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._streams import StreamData
+
 if TYPE_CHECKING:
     from ..records import FutureTasks, History
-    from ._engine import StreamData
     from ._plan import ReplayPlan
 
 __all__ = ["prepare_columnar"]
@@ -30,8 +31,6 @@ def _codes_of(values: np.ndarray, lookup: dict[str, int]) -> np.ndarray:
 def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
                      bcode: dict[tuple[str, str], int]) -> dict[str, StreamData]:
     """``stream -> StreamData`` for ``plan.streams`` (``bcode``: the block vocabulary's codes)."""
-    from ._engine import StreamData
-
     code = {lab: i for i, lab in enumerate(plan.labels)}
     tasks = futures.tasks
     m_max = max(len(t.menu) for t in tasks)
