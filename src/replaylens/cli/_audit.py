@@ -155,7 +155,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
                            plan=plan.to_dict(), seeds={"root": seed, "slot_draws": [d.to_dict() for d in plan.draws],
                                                        "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
                            packages=package_versions())
-    write_results(result, manifest, out, history=history, futures=futures)
+    write_results(result, manifest, out, history=history, futures=futures, overwrite=True)  # checked above
     if llm is not None and cost is not None:
         attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
     _print_summary(result, out, quiet)

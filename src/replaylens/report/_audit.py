@@ -15,6 +15,7 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,8 +284,15 @@ def audit(
     concurrency: int | None = None,
     ray_address: str | None = None,
     shard_memory: int | None = None,
+    out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> AuditResult:
     """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
+
+    ``out``: write the results there (:func:`~replaylens.report.write_results`, journal in ``OUT/journal``
+    unless ``journal`` is given), holding the same exclusive lock on OUT as the CLI's ``--out``: a busy OUT,
+    or one holding a different run's results without ``overwrite``, is a ``ConfigError``.  A ``journal``
+    directory is locked the same way (one run per journal).
 
     ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
     (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
@@ -292,11 +300,21 @@ def audit(
     """
     agent = as_agent(agent)
     plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
-    dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
-                 backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
-                 shard_memory=shard_memory)
-    rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
-    settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
-                "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
-                "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
-    return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)
+    from ._outrun import api_identity, hold_run
+
+    ident = api_identity(history, futures, evaluator, agent, plan, n_resamples=n_resamples, level=level, path=path)
+    with hold_run(out, journal, ident, overwrite=overwrite) as (journal, restart):
+        dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
+                     backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
+                     shard_memory=shard_memory, restart=restart)
+        rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
+        settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                    "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
+                    "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level,
+                    "path": dec.path}
+        result = AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)
+        if out is not None:
+            from ._outrun import write_api_results
+
+            write_api_results(result, ident, out, history=history, futures=futures)
+    return result
