@@ -205,14 +205,19 @@ def test_outputs_get_the_users_umask(tmp_path: Path) -> None:
     from replaylens.substrates import make_bandit
 
     sub = make_bandit(n_streams=4, slots_per_block=8, n_future=4, rng=5)
+    from replaylens.records import write_history
+
     old = os.umask(0o022)
     try:
         atomic_write(tmp_path / "x.json", b"{}")
+        write_history(sub.history, tmp_path / "h.jsonl")
+        write_history(sub.history, tmp_path / "h.parquet")
         audit(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value", maps="1032",
               n_resamples=50, out=tmp_path / "out")
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "x.json").stat().st_mode) == 0o644
+    for name in ("x.json", "h.jsonl", "h.parquet"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
     for name in ("summary.json", "manifest.json", "report.html", "decisions.parquet", "forest.png", "report.md"):
         assert stat.S_IMODE((tmp_path / "out" / name).stat().st_mode) == 0o644, name
     assert stat.S_IMODE((tmp_path / "out" / ".results").stat().st_mode) == 0o755

@@ -81,6 +81,8 @@ def publish(out: Path, build: Callable[[Path], None], names: tuple[str, ...]) ->
     """Write a result set with ``build(tmpdir)`` and make it OUT's current set with one rename.
 
     Call it holding OUT's lock.  Earlier sets (and sets left by a killed run) are removed afterwards."""
+    for stale in [*out.glob(f"{CURRENT}.*.tmp"), *out.glob(".*.link.tmp")]:  # links left by a killed run
+        stale.unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=_PREFIX))
     try:
         os.chmod(tmp, umask_mode(0o777))
