@@ -217,3 +217,15 @@ def test_a_format_retry_is_never_answered_from_the_cache(tmp_path: Path) -> None
         comp = asyncio.run(ask(role))
         assert not any(CACHE_NOTE in n for n in comp.notifications), role
     assert cached.hits == 1 and cached.misses == 2
+
+
+def test_an_sqlite_error_mid_run_names_the_file(tmp_path: Path) -> None:
+    """Damage noticed after the cache opened (any sqlite3 error on a read or write) is the same one line."""
+    from replaylens.errors import ConfigError
+
+    cache = RequestCache(tmp_path / "c.sqlite")
+    cache.put("k", Completion(text="{}", model="m"))
+    cache._db.close()  # every further statement raises sqlite3.ProgrammingError
+    for op in (lambda: cache.get("k"), lambda: cache.put("k2", Completion(text="{}", model="m")), lambda: len(cache)):
+        with pytest.raises(ConfigError, match=r"request cache .*c\.sqlite is damaged .*--no-cache.*--cache PATH"):
+            op()

@@ -248,5 +248,7 @@ def bwrap_available() -> str | None:
             return f"bubblewrap could not start: {e}"
     if r.returncode != 0:
         first = r.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        if first and "Unknown option" in first[0]:  # --disable-userns needs 0.8, --size 0.6
+            return f"bubblewrap is too old for the jail's quotas (needs >= 0.8): {first[0]}"
         return "bubblewrap cannot create namespaces here: " + (first[0] if first else f"exit {r.returncode}")
     return None
