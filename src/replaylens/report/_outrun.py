@@ -51,14 +51,16 @@ def hold_run(out: str | os.PathLike[str] | None, journal: str | None, identity: 
 def write_api_results(result: AuditResult, identity: dict[str, Any], out: str | os.PathLike[str], *,
                       history: History, futures: FutureTasks) -> Path:
     """Write the audit's result set with a manifest naming the in-memory inputs by content fingerprint."""
-    from .. import __version__
+    import sys
+
     from ._manifest import InputFile, RunManifest, git_revision, package_versions
     from ._render import write_results
 
     plan = result.decisions.plan
     inputs = [InputFile(role=role, path="(in memory)", sha256=identity[key], content_fingerprint=identity[key])
               for role, key in (("history", "history"), ("futures", "futures"), ("utilities", "utilities"))]
-    manifest = RunManifest(tool_version=__version__, git_revision=git_revision(), command=API_COMMAND,
+    version = str(getattr(sys.modules.get("replaylens"), "__version__", "unknown"))
+    manifest = RunManifest(tool_version=version, git_revision=git_revision(), command=API_COMMAND,
                            arguments=identity, inputs=inputs, agent=identity["agent"], plan=plan.to_dict(),
                            seeds={"root": result.seed, "slot_draws": [d.to_dict() for d in plan.draws],
                                   "bootstrap": f"SeedSequence([{result.seed}, 'bootstrap', cell])"},
