@@ -41,6 +41,7 @@ def _scan(root: Path, *texts: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", sorted(MASK_STYLES))
 def test_masked_echoes_never_reach_an_artifact_or_the_console(style: str, inputs: list[str], tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
