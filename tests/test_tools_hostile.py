@@ -84,8 +84,17 @@ ONE = (TestCase((1,), 2),)
 FOUND = (TestCase((1,), "found"),)
 
 
+TRUE = (TestCase((1,), True),)
+
+
 def _not_passed(r: RunResult, ctx: Ctx, wall: float) -> bool:
     return r.passed == 0 and "pass" not in r.per_test
+
+
+def _mib(r: RunResult) -> int:
+    """The MiB a filling candidate reports it wrote (it prints ``MiB n``); a huge number when it printed none."""
+    words = r.stdout_head.split()
+    return int(words[words.index("MiB") + 1]) if "MiB" in words else 1 << 30
 
 
 ATTACKS: dict[str, Attack] = {
@@ -114,6 +123,11 @@ ATTACKS: dict[str, Attack] = {
     "memory_bomb": Attack(ONE, lambda r, c, w: r.per_test == ("error:MemoryError",)),
     "infinite_loop": Attack(ONE, lambda r, c, w: r.status == "timeout" and w < 3.0 + 1.5,
                             SandboxLimits(per_test_s=1.0, wall_s=3.0)),
+    # issue 26: aggregate quotas and no nested namespaces (each prints the MiB it managed to write)
+    "disk_fill": Attack(TRUE, lambda r, c, w: _not_passed(r, c, w) and _mib(r) <= SandboxLimits().work_bytes >> 20),
+    "tmp_fill": Attack(TRUE, lambda r, c, w: _not_passed(r, c, w) and _mib(r) <= SandboxLimits().tmp_bytes >> 20),
+    "shm_fill": Attack(TRUE, lambda r, c, w: _not_passed(r, c, w) and _mib(r) <= SandboxLimits().tmp_bytes >> 20),
+    "nested_userns": Attack(TRUE, _not_passed),
 }
 RESULTS: dict[str, bool] = {}
 DETAIL: dict[str, str] = {}

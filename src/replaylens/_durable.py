@@ -7,10 +7,29 @@ import fcntl
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LockedError", "atomic_write", "clean_stale", "fsync_dir", "locked_dir"]
+__all__ = ["LockedError", "atomic_write", "clean_stale", "fsync_dir", "holds_lock", "locked_dir",
+           "umask_mode"]
+
+_HELD: dict[tuple[int, int], int] = {}      # (st_dev, st_ino) of directories this process holds -> owner thread
+_HELD_GUARD = threading.Lock()
+
+
+def umask_mode(mode: int = 0o666) -> int:
+    """``mode`` less the process umask (what ``open`` would give a new file), read without changing it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return mode & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _HELD_GUARD:  # no /proc: the classic set-and-restore (serialized within this process)
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mode & ~mask
 
 
 class LockedError(OSError):
@@ -30,10 +49,16 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary sibling, fsync it, rename it over ``path`` and fsync the directory."""
+    """Write ``data`` to a temporary sibling, fsync it, rename it over ``path`` and fsync the directory.
+
+    The file gets the user's umask (``mkstemp`` alone would make it 0600); a symbolic link (a published
+    result, see :func:`replaylens.report.write_results`) is amended at the file it names."""
+    if path.is_symlink():
+        path = path.resolve()
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(name)  # unique per call: two writers never share (or delete) each other's temp file
     try:
+        os.fchmod(fd, umask_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -45,11 +70,27 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def _dir_key(root: Path) -> tuple[int, int]:
+    st = os.stat(root)
+    return st.st_dev, st.st_ino
+
+
+def holds_lock(root: Path) -> bool:
+    """This thread holds :func:`locked_dir` on ``root`` (so a nested writer need not, and cannot, take it)."""
+    try:
+        key = _dir_key(root)
+    except OSError:
+        return False
+    with _HELD_GUARD:
+        return _HELD.get(key) == threading.get_ident()
+
+
 @contextlib.contextmanager
 def locked_dir(root: Path) -> Iterator[Path]:
     """Hold an exclusive ``fcntl.flock`` on the directory ``root`` itself for the block; raise
-    :class:`LockedError` at once when another process holds it. The lock lives on the directory's inode,
-    so it leaves no file behind and dies with its process (a killed run never blocks the next)."""
+    :class:`LockedError` at once when another holder (another process, or another ``locked_dir`` in this
+    one) has it. The lock lives on the directory's inode, so it leaves no file behind and dies with its
+    process (a killed run never blocks the next)."""
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -57,7 +98,15 @@ def locked_dir(root: Path) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LockedError(f"{root} is in use by another run") from None
-        yield root
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        with _HELD_GUARD:
+            _HELD[key] = threading.get_ident()
+        try:
+            yield root
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(key, None)
     finally:
         os.close(fd)
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ReplayLensError
 from ._protocols import Agent, ArrayAgent, FutureInput, Namespace, Policy, TaskInput, Writer
 
 __all__ = ["AGENTS", "HistoryReader", "Visible", "as_agent", "from_callables", "load_agent", "register_agent"]
@@ -186,6 +186,8 @@ def load_agent(spec: str, params: Mapping[str, Any] | None = None) -> Agent:
     target = import_target(spec, "agent")
     try:
         obj = target(**kwargs) if callable(target) and not isinstance(target, Agent) else target
+    except ReplayLensError:  # already one clear line (a damaged request cache, a missing key, ...)
+        raise
     except Exception as exc:  # user code: one clear line instead of a traceback
         raise ConfigError(f"calling the agent factory {spec} failed: {type(exc).__name__}: {exc}") from None
     agent = _coerce(obj, spec)

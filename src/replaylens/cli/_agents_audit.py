@@ -38,6 +38,7 @@ def run_agents(run_audit: Callable[..., Any], specs: tuple[str, ...], params: di
                futures: Any, evaluator: Any, inputs: list[tuple[str, str | None]], arguments: dict[str, Any],
                settings: AuditSettings, out: Path, quiet: bool) -> list[Any]:
     """Replay every agent of ``specs`` on one prepared plan; write OUT/<agent>/ each and OUT/report.html."""
+    from .._durable import umask_mode
     from ..agents import load_agent
     from ..replay import plan_replay, prepare_replay
     from ..report import compare_summaries, render_report
@@ -69,6 +70,7 @@ def run_agents(run_audit: Callable[..., Any], specs: tuple[str, ...], params: di
              "plan_digest": plan.digest(), "seed": settings.seed, "comparisons": comparisons}
     for name, text in (("agents.json", json.dumps(index, indent=2, allow_nan=True) + "\n"), ("report.html", html)):
         fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}-")
+        os.fchmod(fd, umask_mode())  # the user's umask, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, out / name)

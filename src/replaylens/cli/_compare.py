@@ -32,6 +32,7 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
     from rich.console import Console
     from rich.table import Table
 
+    from .._durable import umask_mode
     from ..report import compare_audits, load_results, render_comparison
 
     a, b = load_results(out_a), load_results(out_b)
@@ -62,6 +63,7 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
     if html_out is not None:
         html_out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=html_out.parent, prefix=".compare-", suffix=".html")
+        os.fchmod(fd, umask_mode())  # the user's umask, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(render_comparison(c, a.manifest))
         os.replace(tmp, html_out)

@@ -223,6 +223,9 @@ def write_partial(out: Path, usage: Mapping[str, Any], agent_name: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("decisions.parquet", "forest.png", "manifest.json"):
         (out / name).unlink(missing_ok=True)
+    for name in ("summary.json", "report.md", "report.html", ".results"):  # leave the published set: plain files
+        if (out / name).is_symlink():
+            (out / name).unlink()
     atomic_write(out / "summary.json", (json.dumps({"format": 1, "agent": agent_name, "partial": True,
                                                     "llm_usage": usage}, indent=2) + "\n").encode("utf-8"))
     atomic_write(out / "report.md", (f"# ReplayLens audit: {agent_name}\n\nNo verdicts: the run is partial.\n"

@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..rng import derive_rng
 from ._backends import Backend
 from ._budget import Budget
+from ._cache import ATTEMPT_ROLE
 from ._serialize import decode_response
 from ._store import RunStore, Step, Terminal, now_iso
 from ._types import AccessError, BackendError, Completion, Request
@@ -239,6 +240,7 @@ class Acquirer:
             t0 = time.perf_counter()
             comp: Completion | None = None
             err: BackendError | None = None
+            ATTEMPT_ROLE.set(step.role)  # a format retry or replacement is never answered from the request cache
             try:
                 comp = await asyncio.wait_for(self.backend.complete(req, timeout), timeout)
             except TimeoutError:

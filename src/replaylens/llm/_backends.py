@@ -187,6 +187,17 @@ def openai_error(exc: Exception, timeout: float) -> Exception:
     return TransportError(f"client error: {type(exc).__name__}")
 
 
+def scrub_error(err: Exception, secrets: list[str]) -> Exception:
+    """``err`` with the key (exact, escaped or masked, as a server may echo it) redacted from its message."""
+    from ._secrets import Redactor
+
+    text = str(err)
+    clean = Redactor(secrets)(text)
+    if clean == text or not isinstance(err, BackendError):
+        return err
+    return type(err)(clean, http_status=err.http_status, retry_after=err.retry_after)
+
+
 def parse_chat_response(raw: Any) -> Any:
     """The parsed chat completion of a raw SDK response, or a ``TransportError`` for a malformed body."""
     import openai
@@ -328,7 +339,7 @@ class OpenAIBackend(Backend):
                 client.chat.completions.create(messages=msgs, timeout=timeout, **kw)
                 return None
             except openai_call_errors() as exc:
-                err = openai_error(exc, timeout)
+                err = self._scrub(openai_error(exc, timeout))
             if isinstance(err, AccessError):
                 if err.http_status in (401, 403, 404):
                     raise ConfigError(f"preflight request to {self.settings.base_url} failed: {err}")
@@ -348,6 +359,9 @@ class OpenAIBackend(Backend):
 
     def secrets(self) -> list[str]:
         return [self._key] if self._key else []
+
+    def _scrub(self, err: Exception) -> Exception:
+        return scrub_error(err, self.secrets())
 
     async def open(self) -> None:
         from openai import AsyncOpenAI
@@ -380,7 +394,7 @@ class OpenAIBackend(Backend):
             raw = await self._client.chat.completions.with_raw_response.create(**self._kwargs(request),
                                                                                  timeout=timeout)
         except openai_call_errors() as exc:
-            err = openai_error(exc, timeout)
+            err = self._scrub(openai_error(exc, timeout))
             if isinstance(err, AccessError) and err.http_status not in (401, 403, 404):
                 err = AccessError(f"{err}; {self.unsupported_hint()}", http_status=err.http_status)
             raise err from None

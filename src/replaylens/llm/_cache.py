@@ -9,13 +9,23 @@ invalid answer), and only deterministic decoding is cached unless ``sampled=True
 The cache sits in front of a :class:`Backend` (:class:`CachedBackend`); the acquisition layer and
 its journal are unchanged: a hit is an attempt with the note ``request-cache hit``, no usage (nothing
 was paid) and latency ~0.
+
+Every stored completion is bound to its request key by a digest (sha256 of key and stored text) checked on
+read; an entry whose digest differs, whose text does not decode, or whose answer is not a valid answer to the
+request is discarded (deleted, the endpoint asked, one warning line per run) and never served.  A damaged
+file (not a database, an unexpected table schema, a failed integrity check, any SQLite error) is one
+:class:`~replaylens.errors.ConfigError` naming the file and ``--no-cache`` / ``--cache PATH``.  Only an
+original attempt reads the cache: a format retry or a replacement always asks the endpoint.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import json
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,14 +36,33 @@ from ._backends import Backend
 from ._serialize import canonical_json, decode_response, sha256_text
 from ._types import Completion, ModelSettings, Request
 
-__all__ = ["CACHE_ENV", "CACHE_NOTE", "CachedBackend", "RequestCache", "default_cache_path", "deterministic",
-           "request_cache_key", "with_cache"]
+__all__ = ["ATTEMPT_ROLE", "CACHE_ENV", "CACHE_NOTE", "CachedBackend", "RequestCache", "default_cache_path",
+           "deterministic", "entry_digest", "request_cache_key", "with_cache"]
 
 CACHE_ENV = "REPLAYLENS_CACHE"
 CACHE_NOTE = "request-cache hit"
+DISCARDED_NOTE = "cache entry discarded"
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, completion TEXT NOT NULL,
-    created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))"""
+    created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), digest TEXT)"""
+_COLUMNS = {"key", "model", "completion"}
+ATTEMPT_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("replaylens_attempt_role", default="original")
+"""The protocol role of the attempt being made (set by the acquisition layer): only ``original`` and
+``recovery`` attempts may be answered from the cache."""
+
+
+def entry_digest(key: str, completion: str) -> str:
+    """sha256 binding a stored completion to its request key (checked on every read)."""
+    return sha256_text(canonical_json([key, completion]))
+
+
+def answer_digest(comp: Completion) -> str:
+    """sha256 of the answer a decision used (its text), as the run manifest records it."""
+    return sha256_text(canonical_json(comp.text))
+
+
+class _Discarded(Exception):
+    """A stored entry that must not be served (digest mismatch, undecodable or invalid answer)."""
 _NOT_KEYED = ("api_key_env", "accept_models", "sampling_parameters_sent")
 
 
@@ -68,41 +97,97 @@ class RequestCache:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"request cache {self.path}: {exc} (use --no-cache or another --cache PATH)") from None
+        try:
             self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self.damaged(exc) from None
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"request cache {self.path}: {exc} (use --no-cache or another --cache PATH)") from None
-        self._lock = threading.Lock()
+            cols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(responses)")}
+            if not cols:
+                self._db.execute(_SCHEMA)
+            elif not cols >= _COLUMNS:
+                raise _Damaged(f"table responses has columns {sorted(cols)}, not a ReplayLens request cache")
+            elif "digest" not in cols:  # a cache written before digests: its entries are re-asked once
+                self._db.execute("ALTER TABLE responses ADD COLUMN digest TEXT")
+            check = self._db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                what = " ".join(str(check[0]).split())[:160] if check else "no answer"
+                raise _Damaged(f"integrity check failed: {what}")
+        except (sqlite3.Error, _Damaged) as exc:
+            self._db.close()
+            raise self.damaged(exc) from None
+        self.discarded: list[str] = []
+
+    def damaged(self, exc: BaseException) -> ConfigError:
+        """The one-line error of a damaged cache file."""
+        return ConfigError(f"request cache {self.path} is damaged ({exc}); rerun with --no-cache, or --cache PATH "
+                           f"to use another file (or delete {self.path})")
+
+    def _sql(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            with self._lock:
+                return self._db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise self.damaged(exc) from None
+
+    def lookup(self, key: str) -> tuple[Completion, str] | None:
+        """The stored completion of ``key`` and its entry digest, None on a miss; raises :class:`_Discarded`
+        (after deleting the entry) when the entry is not bound to ``key`` or does not decode."""
+        rows = self._sql("SELECT completion, digest FROM responses WHERE key = ?", (key,))
+        if not rows:
+            return None
+        blob, digest = rows[0]
+        try:
+            if not isinstance(blob, str) or digest != entry_digest(key, blob):
+                raise _Discarded("its digest does not match its request key and text")
+            try:
+                comp = Completion(**_completion_fields(canonical_loads(blob)))
+            except (ValueError, TypeError, ConfigError):
+                raise _Discarded("its stored completion does not decode") from None
+            if comp.text is not None and not isinstance(comp.text, str):
+                raise _Discarded("its stored answer is not text")
+        except _Discarded:
+            self.discard(key)
+            raise
+        return comp, digest
 
     def get(self, key: str) -> Completion | None:
-        with self._lock:
-            row = self._db.execute("SELECT completion FROM responses WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        """The stored completion of ``key``; None on a miss or a discarded entry."""
+        try:
+            got = self.lookup(key)
+        except _Discarded:
             return None
-        return Completion(**_completion_fields(canonical_loads(row[0])))
+        return None if got is None else got[0]
+
+    def discard(self, key: str) -> None:
+        self._sql("DELETE FROM responses WHERE key = ?", (key,))
+        self.discarded.append(key)
 
     def put(self, key: str, comp: Completion) -> None:
         blob = canonical_json(dataclasses.asdict(comp))
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO responses (key, model, completion) VALUES (?, ?, ?)",
-                             (key, comp.model or "", blob))
+        self._sql("INSERT OR REPLACE INTO responses (key, model, completion, digest) VALUES (?, ?, ?, ?)",
+                  (key, comp.model or "", blob, entry_digest(key, blob)))
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
+        return int(self._sql("SELECT count(*) FROM responses")[0][0])
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
 
-def canonical_loads(text: str) -> dict[str, Any]:
-    import json
+class _Damaged(Exception):
+    pass
 
+
+def canonical_loads(text: str) -> dict[str, Any]:
     out = json.loads(text)
     if not isinstance(out, dict):
         raise ConfigError("request cache: a stored completion is not an object")
@@ -130,6 +215,8 @@ class CachedBackend(Backend):
         self.hits = 0
         self.misses = 0
         self.stored = 0
+        self.discarded = 0
+        self.answers: dict[str, str] = {}  # request cache key -> sha256 of the answer used (hit or stored)
 
     @property
     def settings(self) -> Any:
@@ -155,24 +242,58 @@ class CachedBackend(Backend):
     def stats(self) -> dict[str, Any]:
         """What the manifest records: the cache file, whether it applied, hits (decisions from the cache)."""
         return {"path": str(self.cache.path), "active": self.active, "sampled": self.sampled,
-                "decisions_from_cache": self.hits, "misses": self.misses, "stored": self.stored}
+                "decisions_from_cache": self.hits, "misses": self.misses, "stored": self.stored,
+                "discarded": self.discarded, "answers_sha256": dict(sorted(self.answers.items()))}
+
+    def _valid(self, comp: Completion, request: Request) -> bool:
+        """A valid answer to ``request``: decodes to menu tokens, not refused, truncated, a tool call, from
+        another model or for another input."""
+        return bool(comp.text is not None and not comp.refusal and comp.finish_reason != "length"
+                    and not comp.tool_calls
+                    and not self.settings.check_observed(comp.model, comp.reasoning_effort, comp.service_tier)
+                    and (comp.server_input_sha256 is None or comp.server_input_sha256 == request.prompt_sha256)
+                    and decode_response(comp.text, request.decoders).ok)
+
+    def _note_discard(self, why: str) -> None:
+        self.discarded += 1
+        if self.discarded == 1:  # reported once per run; summary.json / the manifest carry the count
+            print(f"replaylens: warning: request cache {self.cache.path}: {DISCARDED_NOTE} ({why}); the endpoint "
+                  "is asked instead (and for any further discarded entry)", file=sys.stderr)
+
+    def _cached(self, key: str, request: Request) -> Completion | None:
+        try:
+            got = self.cache.lookup(key)
+        except _Discarded as exc:
+            self._note_discard(str(exc))
+            return None
+        if got is None:
+            return None
+        comp = got[0]
+        try:
+            valid = self._valid(comp, request)
+        except (TypeError, ValueError, AttributeError):
+            valid = False
+        if not valid:
+            self.cache.discard(key)
+            self._note_discard("its stored answer is not a valid answer to the request")
+            return None
+        return comp
 
     async def complete(self, request: Request, timeout: float) -> Completion:
         if not self.active:
             return await self.inner.complete(request, timeout)
         key = request_cache_key(self.settings, request)
-        got = self.cache.get(key)
+        got = self._cached(key, request) if ATTEMPT_ROLE.get() in ("original", "recovery") else None
         if got is not None:
             self.hits += 1
+            self.answers[key] = answer_digest(got)
             return dataclasses.replace(got, usage=None, notifications=[*got.notifications, f"{CACHE_NOTE} {key}"])
         self.misses += 1
         comp = await self.inner.complete(request, timeout)
-        if (comp.text is not None and not comp.refusal and comp.finish_reason != "length" and not comp.tool_calls
-                and not self.settings.check_observed(comp.model, comp.reasoning_effort, comp.service_tier)
-                and (comp.server_input_sha256 is None or comp.server_input_sha256 == request.prompt_sha256)
-                and decode_response(comp.text, request.decoders).ok):
+        if self._valid(comp, request):
             self.cache.put(key, comp)
             self.stored += 1
+            self.answers[key] = answer_digest(comp)
         return comp
 
 

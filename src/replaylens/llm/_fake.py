@@ -29,9 +29,21 @@ __all__ = ["FAULTS", "TOOL_FAULTS", "FakeOpenAIServer", "scripted_tool_call"]
 
 FAULTS = ("ok", "timeout", "429", "500", "503", "invalid_json", "off_menu", "empty", "wrong_model",
           "echo_mismatch", "garbage_body", "leak_key", "leak_key_error", "refusal", "length", "tool_call", "401",
-          "invalid_arguments", "unknown_tool", "non_menu_id", "repeat_id", "no_tool_call", "long_rationale")
+          "invalid_arguments", "unknown_tool", "non_menu_id", "repeat_id", "no_tool_call", "long_rationale",
+          "leak_masked_key", "leak_masked_key_error")
 TOOL_FAULTS = ("invalid_arguments", "unknown_tool", "non_menu_id", "repeat_id", "no_tool_call", "long_rationale")
 """Faults of tool-call requests (a body with ``tools``); ``invalid_json`` / ``off_menu`` map to the first / third."""
+
+MASK_STYLES: dict[str, Callable[[str], str]] = {
+    "openai": lambda k: f"{k[:5]}{'*' * 5}{k[-9:]}",           # Incorrect API key provided: sk-RL*****b8a6f0e5d
+    "openai-long": lambda k: f"{k[:8]}{'*' * max(len(k) - 12, 3)}{k[-4:]}",
+    "ellipsis": lambda k: f"{k[:3]}…{k[-4:]}",                     # sk-…e5d0 (console style)
+    "dots": lambda k: f"{k[:7]}...{k[-4:]}",
+    "x": lambda k: f"{'x' * max(len(k) - 4, 3)}{k[-4:]}",
+    "bullets": lambda k: f"{'•' * 8}{k[-4:]}",
+    "head": lambda k: f"{k[:6]}{'*' * 12}",
+}
+"""How providers echo a key in an error: ``mask_style`` picks one (the fake echoes the key it received)."""
 
 _LEDGER_ROW = re.compile(r"^\d\d \| (\S+) \|", re.MULTILINE)
 
@@ -88,7 +100,8 @@ class _Server(ThreadingHTTPServer):
 class FakeOpenAIServer:
     """Start with ``with FakeOpenAIServer(...) as srv:`` (or ``start()``/``stop()``); ``srv.url`` is the base URL.
 
-    ``api_key``: when set, requests without ``Authorization: Bearer <api_key>`` get HTTP 401.
+    ``api_key``: when set, requests without ``Authorization: Bearer <api_key>`` get HTTP 401, echoing the key they
+    carried masked in the provider style ``mask_style`` (see :data:`MASK_STYLES`).
     ``latency_s``: added to every response.  ``noise``: the scripted answer's random-token rate.
     ``response_formats``: the ``response_format`` types accepted (``text`` = none sent); any other is rejected
     with ``reject_status`` and a request-validation body like llama-cpp-python's ("Input should be ...").
@@ -102,7 +115,7 @@ class FakeOpenAIServer:
                  service_tier: str = "default", noise: float = 0.0,
                  tool_policy: Callable[[Mapping[str, Any]], tuple[str, Mapping[str, Any]]] | None = None,
                  response_formats: tuple[str, ...] = ("json_schema", "json_object", "text"),
-                 reject_status: int = 500) -> None:
+                 reject_status: int = 500, mask_style: str = "openai") -> None:
         for f in (faults or {}):
             if f not in FAULTS:
                 raise ConfigError(f"unknown fault {f!r}; use {FAULTS}")
@@ -122,6 +135,7 @@ class FakeOpenAIServer:
         self.tool_policy = tool_policy or scripted_tool_call
         self.response_formats = tuple(response_formats)
         self.reject_status = int(reject_status)
+        self.mask = MASK_STYLES[mask_style]
         self.probes: list[str] = []  # response_format type of each preflight probe (never fault-injected)
         self.hits = 0                # every POST, probes and rejected requests included
         self.seen: Counter[str] = Counter()
@@ -236,7 +250,8 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 srv.hits += 1
             auth = self.headers.get("Authorization") or ""
             if srv.api_key is not None and auth != f"Bearer {srv.api_key}":
-                self._error(401, "invalid API key")
+                given = auth.removeprefix("Bearer ")
+                self._error(401, f"Incorrect API key provided: {srv.mask(given)}" if given else "invalid API key")
                 return
             try:
                 body = json.loads(raw)
@@ -288,6 +303,9 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if fault == "leak_key_error":
                 self._error(500, f"upstream failure; request carried {auth}")
                 return
+            if fault == "leak_masked_key_error":
+                self._error(500, f"upstream failure for key {srv.mask(auth.removeprefix('Bearer '))}")
+                return
             if fault == "garbage_body":
                 self._send(200, b"<html>not json", ctype="application/json")
                 return
@@ -307,6 +325,8 @@ def _make_handler(srv: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 text = ""
             elif fault == "leak_key":
                 text = f"my credentials are {auth}"
+            elif fault == "leak_masked_key":
+                text = f"my key is {srv.mask(auth.removeprefix('Bearer '))}"
             elif fault == "refusal":
                 text, refusal = None, "I cannot help with that."
             elif fault == "length":

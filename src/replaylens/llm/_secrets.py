@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -65,8 +66,33 @@ def sanitize_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+# a provider's mask: stars, an ellipsis (also as a JSON escape), three or more dots, bullets, or a run of x
+_MASK = re.compile(r"\*+|(?:…|\\u2026)+|\.{3,}|(?:•|\\u2022)+|[xX]{3,}")
+MIN_FRAGMENT = 4
+"""A run of this many leading or trailing characters of a secret next to a mask is redacted."""
+
+
+def _left_fragment(text: str, end: int, secret: str, least: int) -> int:
+    """Start of the longest prefix of ``secret`` (at least ``least`` characters) ending at ``end``; -1 if none."""
+    for m in range(min(len(secret), end), least - 1, -1):
+        if m and text[end - m:end] == secret[:m]:
+            return end - m
+    return -1
+
+
+def _right_fragment(text: str, start: int, secret: str, least: int) -> int:
+    """End of the longest suffix of ``secret`` (at least ``least`` characters) starting at ``start``; -1 if none."""
+    for m in range(min(len(secret), len(text) - start), least - 1, -1):
+        if m and text[start:start + m] == secret[-m:]:
+            return start + m
+    return -1
+
+
 class Redactor:
-    """Replaces every known secret (and its JSON-escaped form) in text by ``[REDACTED]``."""
+    """Replaces every known secret by ``[REDACTED]``: the exact value, its JSON escape, and any masked echo of
+    it (a provider's ``sk-RL*****b8a6f0e5d``, ``sk-…e5d0``, ``xxxxxxxxe5d0``): a mask with a run of at least
+    :data:`MIN_FRAGMENT` of the secret's leading characters before it or trailing characters after it is
+    replaced together with those runs (and any shorter fragment on its other side)."""
 
     def __init__(self, secrets: list[str] | None = None) -> None:
         self._secrets: list[str] = []
@@ -76,7 +102,7 @@ class Redactor:
     def add(self, secret: str | None) -> None:
         if not secret or len(secret) < 4:
             return
-        forms = {secret, json.dumps(secret)[1:-1]}
+        forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
         for f in forms:
             if f not in self._secrets:
                 self._secrets.append(f)
@@ -89,8 +115,34 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._secrets)
 
+    def _masked_spans(self, text: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        for m in _MASK.finditer(text):
+            a, b = m.span()
+            for s in self._secrets:
+                left = _left_fragment(text, a, s, MIN_FRAGMENT)
+                right = _right_fragment(text, b, s, MIN_FRAGMENT)
+                if left < 0 and right < 0:
+                    continue
+                if left < 0:
+                    left = max(_left_fragment(text, a, s, 1), -1)
+                if right < 0:
+                    right = max(_right_fragment(text, b, s, 1), -1)
+                spans.append((a if left < 0 else left, b if right < 0 else right))
+        return spans
+
     def __call__(self, text: str) -> str:
         for s in self._secrets:
             if s in text:
                 text = text.replace(s, REDACTED)
-        return text
+        if not self._secrets or not _MASK.search(text):
+            return text
+        spans = sorted(self._masked_spans(text))
+        out, pos = [], 0
+        for a, b in spans:
+            if b <= pos:
+                continue
+            out += [text[pos:max(a, pos)], REDACTED] if a >= pos else [REDACTED]
+            pos = b
+        out.append(text[pos:])
+        return "".join(out)

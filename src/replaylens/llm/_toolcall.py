@@ -38,6 +38,7 @@ from ._backends import (
     openai_error,
     openai_usage,
     parse_chat_response,
+    scrub_error,
 )
 from ._local import LlamaCppBackend, RepeatMemo
 from ._serialize import canonical_json, sha256_text
@@ -331,7 +332,7 @@ class OpenAIToolBackend(ToolTurnBackend):
         try:
             raw = self._client.chat.completions.with_raw_response.create(**body, timeout=timeout)
         except openai_call_errors() as exc:
-            raise openai_error(exc, timeout) from None
+            raise scrub_error(openai_error(exc, timeout), self.secrets()) from None
         resp = parse_chat_response(raw)
         headers = raw.headers
         choice = resp.choices[0] if resp.choices else None

@@ -389,7 +389,10 @@ def _history_rows(h: History) -> list[dict[str, Any]]:
 
 def _atomic_write(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    from .._durable import umask_mode
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, umask_mode())  # the user's umask, not mkstemp's 0600
     os.close(fd)
     try:
         write(Path(tmp))

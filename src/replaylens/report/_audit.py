@@ -189,6 +189,7 @@ class AuditResult:
             "warnings": [warn] if warn else [],
             "state_response": self.settings.get("state_response", {}),
             "verdict": self.verdict(),
+            **_cache_counts(self.agent),
         })
 
     def verdict(self) -> dict[str, Any]:
@@ -197,6 +198,16 @@ class AuditResult:
 
         rows = [strict_json(r.to_dict()) for r in self.rows]
         return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to)
+
+
+def _cache_counts(agent: Agent) -> dict[str, Any]:
+    """``request_cache`` of summary.json (an LLM agent behind the request cache): hits and discarded entries."""
+    st = agent.spec.get("request_cache")
+    if not isinstance(st, dict):
+        return {}
+    return {"request_cache": {"path": st.get("path"), "active": st.get("active"),
+                              "hits": st.get("decisions_from_cache", 0), "misses": st.get("misses", 0),
+                              "discarded": st.get("discarded", 0)}}
 
 
 def _aligned_mean(d: Decisions, y: str) -> float:

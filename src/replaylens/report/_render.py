@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,8 @@ from ._manifest import RunManifest
 from ._verdict import DEFINITIONS_MD, verdict_markdown
 
 __all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
+
+RESULT_FILES = ("decisions.parquet", "summary.json", "forest.png", "report.md", "report.html", "manifest.json")
 
 
 def _fmt(x: float, pct: bool = False, pp: bool = False) -> str:
@@ -130,19 +130,23 @@ class AuditFiles:
 def write_results(result: AuditResult, manifest: RunManifest, out: str | os.PathLike[str], *,
                   history: History | None = None, futures: FutureTasks | None = None,
                   agents: list[dict[str, Any]] | None = None,
-                  agent_comparisons: list[dict[str, Any]] | None = None) -> Path:
-    """Write every artifact into a temporary directory, then move them into ``out`` (no partial results).
+                  agent_comparisons: list[dict[str, Any]] | None = None, overwrite: bool = False) -> Path:
+    """Write every artifact into a fresh sibling directory, then publish the set with one rename (a reader
+    never sees a partial or mixed set; see :mod:`replaylens.report._publish`).
 
+    Holds OUT's run lock (``ConfigError`` when another run holds it) and refuses to replace the results of
+    a different run (another command or other arguments in ``manifest.json``) unless ``overwrite``.
     ``history``/``futures`` (the audit's inputs) let report.html show concrete changed decisions with
     the records before and after the intervention; ``agents``/``agent_comparisons`` add the
     multi-agent section (see :func:`~replaylens.report.render_report`).
     """
+    from ._publish import check_different_run, locked_out, publish
+
     root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
     summary = result.summary()
     man = manifest.model_dump(mode="json")
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
-    try:
+
+    def build(tmp: Path) -> None:
         result.decisions.to_parquet(tmp / "decisions.parquet")
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
@@ -151,10 +155,10 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
         (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
                                                        futures=futures, agents=agents,
                                                        agent_comparisons=agent_comparisons), encoding="utf-8")
-        for name in ("decisions.parquet", "summary.json", "forest.png", "report.md", "report.html", "manifest.json"):
-            os.replace(tmp / name, root / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    with locked_out(root):
+        check_different_run(root, man, overwrite)
+        publish(root, build, RESULT_FILES)
     return root
 
 
@@ -172,7 +176,9 @@ def read_decisions(path: str | os.PathLike[str]) -> Any:
 
 def load_results(out: str | os.PathLike[str]) -> AuditFiles:
     """Load an audit directory: manifest, summary and the decision table (pandas)."""
-    root = Path(out)
+    from ._publish import result_root
+
+    root = result_root(Path(out))  # resolved once: every file below comes from one published set
     files = {}
     for name in ("manifest.json", "summary.json"):
         p = root / name
@@ -183,4 +189,4 @@ def load_results(out: str | os.PathLike[str]) -> AuditFiles:
         except json.JSONDecodeError as exc:
             raise InputError(str(p), exc.lineno, None, f"invalid JSON ({exc.msg})") from None
     RunManifest.model_validate(files["manifest.json"])
-    return AuditFiles(root, files["manifest.json"], files["summary.json"], read_decisions(root))
+    return AuditFiles(Path(out), files["manifest.json"], files["summary.json"], read_decisions(root))

@@ -4,12 +4,13 @@ call :func:`run_audit`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._durable import LockedError, clean_stale, locked_dir
+from .._durable import clean_stale
 from .._version import __version__
 from ..agents import Agent, as_agent
 from ..errors import ConfigError
@@ -19,9 +20,13 @@ from ..replay import PreparedReplay, plan_replay, replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
 from ._audit import AuditResult, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
+from ._publish import check_different_run, locked_out
 from ._render import write_results
 
-__all__ = ["audit", "run_audit"]
+__all__ = ["API_COMMAND", "api_arguments", "audit", "run_audit", "write_audit"]
+
+API_COMMAND = "python:report.audit"
+"""The manifest's ``command`` of an audit run from Python (``arguments`` then identify its inputs by content)."""
 
 
 def run_audit(
@@ -58,38 +63,54 @@ def run_audit(
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
-    arguments = dict(arguments) if arguments is not None else _default_arguments(settings)
-    if out is None:
-        return _run(history, futures, evaluator, agent, settings, journal=journal, arguments=arguments,
-                    restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
-                    expect=expect)
-    root = Path(out)
-    try:
-        with locked_dir(root):
-            clean_stale(root)
-            restart = _replaces_other_run(root, arguments, overwrite) or restart
-            result = _run(history, futures, evaluator, agent, settings, journal=journal or root / "journal",
-                          arguments=arguments, restart=restart, progress=progress, prepared=prepared,
-                          before_replay=before_replay, expect=expect)
-            manifest = _manifest(result, history, futures, evaluator, agent, settings, inputs, command, arguments)
-            write_results(result, manifest, root, history=history, futures=futures)
-            return result
-    except LockedError:
-        raise ConfigError(f"{root} is in use by another replaylens run; wait for it to finish or use a "
-                          "different output directory") from None
-
-
-def _default_arguments(settings: AuditSettings) -> dict[str, Any]:
-    return {k: v for k, v in settings.to_dict().items() if k != "execution"}
-
-
-def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, settings: AuditSettings, *,
-         journal: str | Path | None, arguments: dict[str, Any], restart: bool,
-         progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
-         before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None) -> AuditResult:
     plan = prepared.plan if prepared is not None else plan_replay(
         history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws,
         repeats=settings.repeats, seed=settings.seed)
+    if arguments is None:
+        command = API_COMMAND
+        arguments = api_arguments(history, futures, evaluator, agent, plan, settings)
+    with contextlib.ExitStack() as stack:
+        if out is not None:
+            root = Path(out)
+            stack.enter_context(locked_out(root))
+            clean_stale(root)
+            restart = check_different_run(root, {"command": command, "arguments": arguments}, overwrite) or restart
+            journal = journal if journal is not None else root / "journal"
+        if journal is not None:  # one run per journal, whoever holds it
+            stack.enter_context(locked_out(Path(journal)))
+        result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
+                      restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
+                      expect=expect)
+        if out is not None:
+            write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
+                        command=command, arguments=arguments)
+        return result
+
+
+def api_arguments(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, plan: Any,
+                  settings: AuditSettings) -> dict[str, Any]:
+    """What makes two audits run from Python the same run (the manifest's ``arguments``): the agent, the plan
+    and the inputs by content fingerprint, and the inference settings."""
+    return {"agent": dict(agent.spec) or {"name": agent.name}, "plan": plan.digest(),
+            "history": history.fingerprint(), "futures": futures.fingerprint(), "utilities": evaluator.fingerprint(),
+            "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
+            "repeats": plan.repeats, "seed": plan.seed, "n_resamples": settings.n_resamples,
+            "level": settings.level, "path": settings.path}
+
+
+def write_audit(result: AuditResult, out: str | Path, *, history: History, futures: FutureTasks,
+                evaluator: Evaluator, inputs: Sequence[tuple[str, str | None]] = (), command: str = API_COMMAND,
+                arguments: dict[str, Any]) -> Path:
+    """Write ``result``'s whole result set into ``out`` (replacing the current one in one rename) with its
+    manifest; inputs without a file are named by content fingerprint."""
+    manifest = _manifest(result, history, futures, evaluator, result.agent, inputs, command, arguments)
+    return write_results(result, manifest, out, history=history, futures=futures, overwrite=True)
+
+
+def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, settings: AuditSettings,
+         plan: Any, *, journal: str | Path | None, arguments: dict[str, Any], restart: bool,
+         progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
+         before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     kw: dict[str, Any] = dict(path=settings.path, progress=progress, restart=restart,
@@ -123,36 +144,20 @@ def _declared(expect: Mapping[str, Any], plan: Any) -> dict[str, Any]:
     return out
 
 
-def _replaces_other_run(out: Path, arguments: dict[str, Any], overwrite: bool) -> bool:
-    """Refuse to write over the report of a different run unless ``overwrite`` (True: one is overwritten,
-    so its journal is discarded too)."""
-    man = out / "manifest.json"
-    if not man.exists():
-        return False
-    try:
-        old = json.loads(man.read_text()).get("arguments")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        old = None
-    if json.loads(json.dumps(old, default=str)) == json.loads(json.dumps(arguments, default=str)):
-        return False
-    if not overwrite:
-        raise ConfigError(f"{out} holds the report of a different run; pass --overwrite (overwrite=True) to "
-                          "replace it, or use a new output directory")
-    return True
-
-
 def _manifest(result: AuditResult, history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent,
-              settings: AuditSettings, inputs: Sequence[tuple[str, str | None]], command: str,
-              arguments: dict[str, Any]) -> RunManifest:
+              inputs: Sequence[tuple[str, str | None]], command: str, arguments: dict[str, Any]) -> RunManifest:
     plan = result.decisions.plan
     objs: dict[str, Any] = {"history": history, "futures": futures, "utilities": evaluator}
     files = [InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=objs[role].fingerprint())
              for role, p in inputs if p is not None]
+    if not files:  # in-memory inputs: named by content
+        files = [InputFile(role=role, path="(in memory)", sha256=objs[role].fingerprint(),
+                           content_fingerprint=objs[role].fingerprint()) for role in objs]
     return RunManifest(tool_version=__version__, git_revision=git_revision(), command=command,
                        arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
                        plan=plan.to_dict(),
-                       seeds={"root": settings.seed, "slot_draws": [d.to_dict() for d in plan.draws],
-                              "bootstrap": f"SeedSequence([{settings.seed}, 'bootstrap', cell])"},
+                       seeds={"root": result.seed, "slot_draws": [d.to_dict() for d in plan.draws],
+                              "bootstrap": f"SeedSequence([{result.seed}, 'bootstrap', cell])"},
                        packages=package_versions())
 
 

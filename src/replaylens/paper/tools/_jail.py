@@ -19,7 +19,8 @@ import sys
 import sysconfig
 import tempfile
 
-__all__ = ["RUNNER", "bwrap_argv", "bwrap_available", "seccomp_filter", "stdlib_dirs"]
+__all__ = ["RUNNER", "TMP_BYTES", "WORK_BYTES", "bwrap_argv", "bwrap_available", "seccomp_filter", "seccomp_note",
+           "stdlib_dirs"]
 
 # Frames on the result descriptor: 4-byte big-endian length + repr() of a tuple:
 #   ("V", text)                         a refused action, sent by the audit hook before it raises
@@ -172,6 +173,17 @@ def seccomp_filter() -> bytes | None:
     return b"".join(prog)
 
 
+@functools.cache
+def seccomp_note() -> str | None:
+    """Say once, on stderr, that the seccomp layer is missing on this architecture (None on x86-64)."""
+    if seccomp_filter() is not None:
+        return None
+    note = (f"replaylens: warning: the sandbox's seccomp filter is x86-64 only; on {os.uname().machine} the "
+            "candidate jail has no seccomp layer (namespaces, --disable-userns, rlimits and the wall limit remain)")
+    print(note, file=sys.stderr)
+    return note
+
+
 def _bind_system_libs() -> list[str]:
     args: list[str] = []
     for d in ("/usr/lib", "/usr/lib64", "/usr/lib32"):
@@ -185,19 +197,34 @@ def _bind_system_libs() -> list[str]:
     return args
 
 
-def bwrap_argv(harness: str, work: str, seccomp_fd: int | None) -> list[str]:
-    """The bubblewrap command that runs the runner in ``harness`` (read-only) with ``work`` as its cwd."""
+WORK_BYTES = 32 * 1024 * 1024
+"""Default size of the jail's writable work directory (a tmpfs: an aggregate quota on everything written)."""
+TMP_BYTES = 8 * 1024 * 1024
+"""Default size of each of the jail's other writable tmpfs mounts, ``/tmp`` and ``/dev/shm``."""
+
+
+def bwrap_argv(harness: str, work: str, seccomp_fd: int | None, *, work_bytes: int = WORK_BYTES,
+               tmp_bytes: int = TMP_BYTES) -> list[str]:
+    """The bubblewrap command that runs the runner in ``harness`` (read-only) with a fresh work directory.
+
+    Every writable place is a size-limited tmpfs (``/sandbox/work``: ``work_bytes``; ``/tmp`` and
+    ``/dev/shm``: ``tmp_bytes`` each; ``/dev`` itself read-only), so the candidate can neither fill the
+    host's disk nor hold more than their sum of memory outside its address-space limit; ``--disable-userns``
+    stops it from making nested user namespaces. (``work``, the host directory, is not mounted.)"""
     prefix = os.path.realpath(sys.base_prefix)
     exe = interpreter()
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--setenv", "PYTHONHASHSEED", "0", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+            "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
     argv += _bind_system_libs() if prefix != "/usr" else ["--ro-bind", "/usr", "/usr"]
     if prefix != "/usr":
         argv += ["--ro-bind", prefix, prefix]
     if not exe.startswith(prefix + os.sep):
         argv += ["--ro-bind", exe, exe]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-             "--ro-bind", harness, "/sandbox/harness", "--bind", work, "/sandbox/work", "--chdir", "/sandbox/work"]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp",
+             "--ro-bind", harness, "/sandbox/harness",
+             "--size", str(work_bytes), "--perms", "1777", "--tmpfs", "/sandbox/work", "--chdir", "/sandbox/work"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--", exe, "-P", "-s", "-S", "-B", "/sandbox/harness/runner.py", "/sandbox/harness/cfg"]
@@ -221,5 +248,7 @@ def bwrap_available() -> str | None:
             return f"bubblewrap could not start: {e}"
     if r.returncode != 0:
         first = r.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        if first and "Unknown option" in first[0]:  # --disable-userns needs 0.8, --size 0.6
+            return f"bubblewrap is too old for the jail's quotas (needs >= 0.8): {first[0]}"
         return "bubblewrap cannot create namespaces here: " + (first[0] if first else f"exit {r.returncode}")
     return None

@@ -49,7 +49,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ReplayLensError
-from ._jail import RUNNER, bwrap_argv, bwrap_available, interpreter, seccomp_filter, stdlib_dirs
+from ._jail import (
+    RUNNER,
+    TMP_BYTES,
+    WORK_BYTES,
+    bwrap_argv,
+    bwrap_available,
+    interpreter,
+    seccomp_filter,
+    seccomp_note,
+    stdlib_dirs,
+)
 
 __all__ = ["RunResult", "SandboxLimits", "SandboxUnavailable", "TestCase", "network_isolation", "run_candidate",
            "same_value", "sandbox_backend"]
@@ -81,6 +91,8 @@ class SandboxLimits:
     per_test_s: float = 2.0
     wall_s: float = 10.0
     output_bytes: int = 64 * 1024  # kept of each of stdout / stderr; the rest is discarded
+    work_bytes: int = WORK_BYTES  # jail: size of the writable work directory (tmpfs), all files together
+    tmp_bytes: int = TMP_BYTES    # jail: size of /tmp and of /dev/shm (tmpfs each); /dev is read-only
     audit_hook: bool = True
     network_namespace: bool = True  # trusted fallback only: used where network_isolation() allows it
     jail: bool = True  # False: trusted fallback even where bubblewrap works (for tests and comparisons)
@@ -288,12 +300,14 @@ def run_candidate(source: str, func: str, tests: Sequence[TestCase], limits: San
         seccomp_fd = None
         if jailed:
             bpf = seccomp_filter() if lim.seccomp else None
+            if bpf is None and lim.seccomp:
+                seccomp_note()
             if bpf is not None:
                 seccomp_fd = os.open(os.path.join(tmp, "seccomp.bpf"), os.O_RDWR | os.O_CREAT, 0o600)
                 os.write(seccomp_fd, bpf)
                 os.lseek(seccomp_fd, 0, os.SEEK_SET)
                 pass_fds.append(seccomp_fd)
-            argv = bwrap_argv(harness, work, seccomp_fd)
+            argv = bwrap_argv(harness, work, seccomp_fd, work_bytes=lim.work_bytes, tmp_bytes=lim.tmp_bytes)
             preexec = None
         else:
             isolation = network_isolation() if lim.network_namespace else "none"
