@@ -126,3 +126,44 @@ def test_cli_reordered_cells_give_identical_decisions(bandit, tmp_path: Path) ->
     assert all(got[0][k] == got[1][k] == got[2][k] for k in shared)
     manifest = json.loads((tmp_path / "out0" / "manifest.json").read_text())
     assert "independent" in json.dumps(manifest)
+
+
+# --------------------------------------------------------------------------- 2. common random numbers
+
+
+@pytest.mark.parametrize("path", ["reference", "array"])
+def test_common_rng_reads_a_history_blind_random_agent_as_exactly_zero(bandit, path) -> None:
+    from replaylens.report import audit
+
+    h, f, e = bandit.history, bandit.futures, bandit.evaluator
+    res = audit(h, f, e, blind(), rng="common", repeats=1, path=path, n_resamples=200)
+    assert res.decisions.plan.repeats == 1 and res.settings["rng"] == "common"
+    assert {r.cell for r in res.rows} >= {"value", "pair", "key_slot", "mask", "reorder", "rename", "rekey"}
+    for r in res.rows:
+        assert r.n_changed == 0 and r.action.estimate == 0.0, r.cell
+    # independent generators with one repeat: the same agent reads as dependent on every cell (noise)
+    with pytest.warns(UserWarning, match="--repeats 2"):
+        ind = audit(h, f, e, blind(), rng="independent", repeats=1, path=path, n_resamples=200)
+    assert all(r.n_changed > 0 for r in ind.rows)
+
+
+def test_common_rng_shares_the_draws_of_one_task_and_repeat_only(bandit) -> None:
+    h, f, e = bandit.history, bandit.futures, bandit.evaluator
+    dec = replay(h, f, e, blind(), cells="pair,rename", repeats=2, seed=1, path="reference", rng="common")
+    a = dec.actions  # (cells, maps, draws, repeats, tasks)
+    assert (a == a[:1, :1]).all()                       # every cell and map: the aligned draws
+    assert not np.array_equal(a[0, 0, 0, 0], a[0, 0, 0, 1])  # repeats stay independent
+
+
+def test_cli_rng_common(bandit, tmp_path: Path) -> None:
+    files = _write(tmp_path, bandit)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["audit", *files, "--agent", f"{Path(__file__).resolve()}:blind", "--rng", "common",
+                                 "--resamples", "200", "--out", str(out), "--expect-invariant",
+                                 "value,pair,key_slot,mask,reorder,rename,rekey"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["repeats"] == 1 and summary["rng"] == "common"
+    assert all(row["n_changed"] == 0 for row in summary["rows"])
+    r = CliRunner().invoke(cli, ["audit", *files, "--agent", "mean", "--rng", "shared", "--out", str(out)])
+    assert r.exit_code == 2 and "shared" in r.output

@@ -34,15 +34,17 @@ def agent_dirs(names: list[str]) -> list[str]:
 
 def run_agents(run_audit: Callable[..., Any], specs: tuple[str, ...], params: dict[str, Any], *, history: Any,
                futures: Any, evaluator: Any, inputs: list[tuple[str, str | None]], arguments: dict[str, Any],
-               cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int, level: float,
-               path: str, out: Path, quiet: bool) -> list[Any]:
+               cells: str, maps: str | None, seed: int, draws: int, repeats: int | None, resamples: int, level: float,
+               path: str, out: Path, quiet: bool, rng: str = "independent") -> list[Any]:
     """Replay every agent of ``specs`` on one prepared plan; write OUT/<agent>/ each and OUT/report.html."""
     from ..agents import load_agent
     from ..replay import plan_replay, prepare_replay
     from ..report import compare_summaries, render_report
+    from ..report._stochastic import resolve_repeats
 
     agents = [load_agent(s, params) for s in specs]
-    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    repeats = max(resolve_repeats(repeats, a, rng) for a in agents)  # one plan: the most any agent needs
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed, rng=rng)
     prepared = prepare_replay(history, futures, evaluator, plan=plan)
     dirs = agent_dirs([a.name for a in agents])
     results = []

@@ -18,22 +18,27 @@ from ._llmcost import CostOptions, cost_options, pop_cost, response_format_optio
 
 def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
                command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
-               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
+               repeats: int | None, resamples: int, level: float, path: str, out: Path, quiet: bool,
                prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
                execution: dict[str, Any] | None = None, restart: bool = False, overwrite: bool = False,
-               expect_invariant: str = "", tolerance: float = 0.0) -> Any:
+               expect_invariant: str = "", tolerance: float = 0.0, rng: str = "independent") -> Any:
     """Lock OUT, clean a killed run's leftovers, refuse to overwrite a different run's report, then audit."""
     from .._durable import LockedError, clean_stale, locked_dir
     from ..errors import ConfigError
     from ..replay import plan_replay
+    from ..report._stochastic import resolve_repeats, stochastic_warnings
 
+    # issue 23: a stochastic agent is never read from one independent repeat silently
+    repeats = prepared.plan.repeats if prepared is not None else resolve_repeats(repeats, agent, rng)
+    notes = stochastic_warnings(agent, history, repeats, prepared.plan.rng if prepared is not None else rng)
     plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
-                                                                  draws=draws, repeats=repeats, seed=seed)
+                                                                  draws=draws, repeats=repeats, seed=seed, rng=rng)
     expected = _expectations(expect_invariant, plan)
     kw: dict[str, Any] = dict(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
                               command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
                               level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
-                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution)
+                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution,
+                              notes=notes)
     if cost is not None and cost.estimate:   # an estimate writes nothing, so it neither creates nor locks OUT
         return _locked_audit(**kw)
     try:
@@ -103,7 +108,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
                   command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
                   path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float,
                   prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
-                  execution: dict[str, Any] | None = None) -> Any:
+                  execution: dict[str, Any] | None = None, notes: list[str] | None = None) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -122,8 +127,8 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
         if cost is not None and cost.budgeted:
             llm.budget = cost.budget(str(model))
     warn = stream_warning(len(plan.streams))
-    if warn:
-        click.echo(f"replaylens: warning: {warn}", err=True)
+    for w in ([warn] if warn else []) + list(notes or []):
+        click.echo(f"replaylens: warning: {w}", err=True)
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
@@ -144,7 +149,8 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
             write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
-                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
+                         {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                          "warnings": list(notes or [])})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -269,8 +275,13 @@ _audit_options = [
                       "joined with '+'. Default: all derangements for <= 5 labels, else cyclic shifts."),
     click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Root seed (recorded)."),
     click.option("--draws", default=1, show_default=True, type=click.IntRange(min=1), help="Slot draws σ."),
-    click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
-                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr)."),
+    click.option("--repeats", default=None, type=click.IntRange(min=1),
+                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr). Default: 2 for a "
+                      "declared stochastic agent under --rng independent, else 1."),
+    click.option("--rng", "rng", default="independent", show_default=True,
+                 type=click.Choice(["independent", "common"]),
+                 help="Per-decision generators: independent per (cell, map, draw), or common random numbers "
+                      "shared by the aligned and every intervened decision of a task and repeat."),
     click.option("--resamples", default=20_000, show_default=True, type=click.IntRange(min=1),
                  help="Stream-cluster bootstrap draws."),
     click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.9999),
@@ -361,8 +372,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
-          margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
-          resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
+          margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None,
+          rng: str, resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
           expect_invariant: str, tolerance: float, response_format: str, **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
@@ -399,8 +410,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     check_inputs(history, futures, evaluator)
     agent = load_agent(agent_spec, params)
     if adaptive:
-        if repeats != 1:
-            raise ConfigError("--adaptive reads the direct action response: use --repeats 1")
+        if repeats not in (None, 1) or rng != "independent":
+            raise ConfigError("--adaptive reads the direct action response: use --repeats 1 and --rng independent")
         _run_adaptive(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws, seed=seed,
                       margin=margin, rounds=rounds, level=level, path=path_, out=out, quiet=quiet)
         return
@@ -408,14 +419,15 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     kept = {k: v for k, v in params.items() if k not in ("cache", "cache_sampled")}
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
             "agent": agent_spec, "agent_params": kept, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
-            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+            "repeats": repeats, "resamples": resamples, "level": level, "path": path_, "rng": rng}
     if len(agent_specs) > 1:  # several agents, one prepared plan
         from ._agents_audit import run_agents
 
         run_agents(_run_audit, agent_specs, params, history=history, futures=futures, evaluator=evaluator,
                    inputs=[("history", str(history_path)), ("futures", str(future_path)),
                            ("utilities", str(util_path))], arguments=args, cells=cells, maps=maps, seed=seed,
-                   draws=draws, repeats=repeats, resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+                   draws=draws, repeats=repeats, resamples=resamples, level=level, path=path_, out=out, quiet=quiet,
+                   rng=rng)
         return
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
@@ -426,7 +438,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                           "concurrency": None if agent_spec == "replaylens.llm:make_agent" else concurrency,
                           "ray_address": ray_address,
                           "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None},
-               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance)
+               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance,
+               rng=rng)
 
 
 @cli.command()
@@ -439,7 +452,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
 @_with_audit_options
 @user_errors
 def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
-         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+         draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     from ..agents import load_agent
     from ..records import write_evaluator, write_futures, write_history
@@ -473,9 +486,9 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
         click.echo(f"demo: auditing {label} on the built-in 4-arm bandit ({streams} streams); inputs in {inputs}")
     args = {"agent": agent.name if embedded is None else "local/embedded", "streams": streams, "cells": cells,
             "maps": maps, "seed": seed, "draws": draws, "repeats": repeats, "resamples": resamples, "level": level,
-            "path": path_}
+            "path": path_, "rng": rng}
     _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
                arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet,
+               resamples=resamples, level=level, path=path_, out=out, quiet=quiet, rng=rng,
                overwrite=True)  # the demo directory is a scratch space: a changed demo replaces it

@@ -15,6 +15,7 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ from ..replay import (
     state_response,
 )
 from ..rng import derive_seed
+from ._stochastic import resolve_repeats, stochastic_warnings
 
 __all__ = ["AuditResult", "CellSummary", "audit", "pct", "state_responses", "strict_json", "stream_warning",
            "summarize"]
@@ -188,7 +190,8 @@ class AuditResult:
             "aligned": {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))},
             "rows": [r.to_dict() for r in self.rows],
             "verdicts": self.verdicts(),
-            "warnings": [warn] if warn else [],
+            "rng": d.plan.rng,
+            "warnings": ([warn] if warn else []) + list(self.settings.get("warnings", [])),
             "state_response": self.settings.get("state_response", {}),
         })
 
@@ -271,8 +274,9 @@ def audit(
     cells: str | Sequence[str] = "value,pair,key_slot,mask,reorder,rename",
     maps: str | Sequence[str] | None = None,
     draws: int | Sequence[SlotSpec] = 1,
-    repeats: int = 1,
+    repeats: int | None = None,
     seed: int = 0,
+    rng: str = "independent",
     n_resamples: int = 20_000,
     level: float = 0.95,
     path: str = "auto",
@@ -289,14 +293,23 @@ def audit(
     ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
     (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
     ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
+    ``rng``: per-decision generators ``"independent"`` (default) or ``"common"`` (common random numbers:
+    a decision's generator depends on seed, stream, task and repeat only).  ``repeats`` defaults to 2
+    for a declared stochastic agent under independent generators, else 1; a stochastic agent read
+    otherwise with one repeat, or an undeclared one, gets a warning (``summary()["warnings"]``).
     """
     agent = as_agent(agent)
-    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+    repeats = resolve_repeats(repeats, agent, rng)  # 2 for a declared stochastic agent (independent rng)
+    warns = stochastic_warnings(agent, history, repeats, rng)
+    for w in warns:
+        warnings.warn(w, UserWarning, stacklevel=2)
+    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed, rng=rng)
     dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
                  backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
                  shard_memory=shard_memory)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
     settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
                 "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
-                "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
+                "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path,
+                "rng": plan.rng, "warnings": warns}
     return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)
