@@ -51,9 +51,9 @@ def _reject_unknown(t: RawTable, allowed: Sequence[str]) -> None:
 
 
 def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None,
-                      line_word: str = "line") -> History:
+                      line_word: str = "line", typed: bool = False) -> History:
     t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
-                 list(range(1, len(rows) + 1)), line_word)
+                 list(range(1, len(rows) + 1)), line_word, typed)
     if not t.rows:
         raise InputError(source, None, None, "the history has no records")
     _reject_unknown(t, HISTORY_FIELDS)
@@ -115,9 +115,10 @@ def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
     return FutureTasks(tuple(out), source=source)
 
 
-def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> Evaluator:
+def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None,
+                        typed: bool = False) -> Evaluator:
     t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
-                 list(range(1, len(rows) + 1)))
+                 list(range(1, len(rows) + 1)), typed=typed)
     if not t.rows:
         raise InputError(source, None, None, "the utility table is empty")
     _reject_unknown(t, EVALUATOR_FIELDS)
@@ -225,7 +226,7 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     if fast is not None:
         return fast
     t = read_raw(p, fmt)
-    return history_from_rows(t.rows, t.source, t.lines, t.line_word)
+    return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
 
 
 def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
@@ -305,7 +306,7 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     if fast is not None:
         return fast
     t = read_raw(p, fmt)
-    return evaluator_from_rows(t.rows, t.source, t.lines)
+    return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
 
 
 def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None) -> None:
@@ -319,7 +320,7 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
     menus: dict[str, set[str]] = {}
     for i, t in enumerate(futures.tasks):
         if t.stream not in streams:
-            raise InputError(futures.source, None, "stream",
+            raise InputError(futures.source, _line_of(futures.source, stream=t.stream, task=t.task), "stream",
                              f"future task {t.task!r} (#{i + 1}) names stream {t.stream!r}, which has no history "
                              "records")
         menus.setdefault(t.stream, set()).update(t.menu)
@@ -330,11 +331,34 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
     for j in range(len(history)):
         s = str(history.stream[j])
         if s in menus and str(history.key[j]) not in menus[s]:
-            raise InputError(history.source, None, "key",
-                             f"key {history.key[j]!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
+            k, sl = str(history.key[j]), int(history.slot[j])
+            raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
+                             f"key {k!r} at slot {sl} of stream {s!r} is not an "
                              f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
     if evaluator is not None:
         evaluator.check_covers(futures)
+        known = {(t.stream, t.task) for t in futures.tasks}
+        for s, task in evaluator.table:
+            if (s, task) not in known:
+                raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
+                                 f"utilities for task {task!r} of stream {s!r}, which is not a future task "
+                                 f"(in {futures.source})")
+
+
+def _line_of(source: str, **match: str) -> int | None:
+    """The line (row) of the first record of file ``source`` whose fields equal ``match`` (as text);
+    ``None`` for in-memory inputs.  Only called on an error path, so re-reading the file is fine."""
+    p = Path(source)
+    if not p.is_file():
+        return None
+    try:
+        t = read_raw(p)
+    except (InputError, OSError):
+        return None
+    for row, line in zip(t.rows, t.lines, strict=True):
+        if all(str(row.get(k, "")).strip() == v for k, v in match.items()):
+            return int(line)
+    return None
 
 
 # ---------------------------------------------------------------- writing
