@@ -402,6 +402,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                   "cache_sampled": cache_sampled, **params}
         if not params["model"].startswith(("local/", "scripted/")):
             params.setdefault("response_format", response_format)
+        if cost.estimate:  # an estimate sends nothing: no API key needed
+            params["api_key_env"] = None
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
     history = read_history(history_path)
