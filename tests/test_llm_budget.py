@@ -82,11 +82,14 @@ def test_estimate_totals_are_sums_of_request_counts() -> None:
 
     reqs = [make_request("x" * 40 * (k + 1), [ItemDecoder(("A", "BB"), {"A": "a", "BB": "b"})],
                          settings_digest="s", repeat=k) for k in range(3)]
+    from replaylens.llm._budget import APPROX_PER_MESSAGE, approx_tokens, max_answer
+
     est = estimate_requests(reqs, counter=TokenCounter(), pricing=Pricing(1.0, 2.0))
     assert est["requests"] == 3
-    assert est["input_tokens"] == 10 + 20 + 30
-    assert est["output_tokens"] == 3 * 4                 # '{"item_00":"BB"}' = 16 chars → 4
-    assert est["cost_usd"] == pytest.approx((60 * 1 + 12 * 2) / 1e6)
+    t_in = sum(approx_tokens(m["content"]) + APPROX_PER_MESSAGE for r in reqs for m in r.messages())
+    t_out = sum(approx_tokens(max_answer(r)) + 1 for r in reqs)   # the longest answer and its end token
+    assert est["input_tokens"] == t_in and est["output_tokens"] == t_out
+    assert est["cost_usd"] == pytest.approx((t_in * 1 + t_out * 2) / 1e6)
 
 
 def test_budget_stop_is_partial_and_resumes_to_the_unbudgeted_result(inputs: list[str], tmp_path: Path) -> None:

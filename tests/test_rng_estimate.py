@@ -128,6 +128,7 @@ def test_estimate_within_25_percent_of_llama_cpp_server_usage(tmp_path: Path) ->
         used_in = sum(a["usage"]["input_tokens"] for a in atts)
         used_out = sum(a["usage"]["output_tokens"] for a in atts)
         for label, (n, t_in, t_out) in estimates.items():
+            print(f"{label}: estimated {t_in} in / {t_out} out (bound); server {used_in} in / {used_out} out")
             assert n == len(atts), label
             assert abs(t_in - used_in) <= 0.25 * used_in, (label, t_in, used_in)
             assert t_out >= used_out, (label, t_out, used_out)  # the output bound is respected

@@ -378,7 +378,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
-    fresh calls (use --repeats 2 for the repeat-corrected T_gr), and a rerun resumes without re-asking.
+    fresh calls (2 by default, the repeat-corrected T_gr; --rng common reads one), and a rerun resumes
+    without re-asking.
     """
     from ..agents import load_agent
     from ..errors import ConfigError

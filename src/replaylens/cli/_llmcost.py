@@ -147,8 +147,11 @@ def print_estimate(requests: Sequence[Any], *, model: str, backend: Any, cost: C
     pricing = cost.pricing(model)
     counter = token_counter(model, cost.tokenizer)
     fmt = getattr(backend, "format_choice", None) or {}
+    st = backend.settings
+    mode = (getattr(st, "response_format", "json_schema") if st.structured else "text") \
+        if st.provider == "openai" else "json_schema"
     est = estimate_requests(requests, counter=counter, pricing=pricing, messages=message_builder(backend),
-                            max_tokens=max_tokens, group=group)
+                            max_tokens=max_tokens, group=group, wide=mode != "json_schema")
     other = None
     if fmt.get("chosen_by") == "default (no probe)" and backend.settings.provider == "openai":
         # auto mode, nothing sent: the server's choice is unknown, so count json_object (schema stated in the
@@ -157,7 +160,7 @@ def print_estimate(requests: Sequence[Any], *, model: str, backend: Any, cost: C
 
         alt = estimate_requests(requests, counter=counter, pricing=pricing,
                                 messages=lambda r: format_messages(r, "json_object"), max_tokens=max_tokens,
-                                group=group)
+                                group=group, wide=True)
         if alt["input_tokens"] > est["input_tokens"]:
             est, other = alt, est
             fmt = {"response_format": "json_object", "chosen_by": "auto: the larger of json_object and json_schema; "

@@ -30,10 +30,11 @@ __all__ = ["APPROXIMATION", "Budget", "approx_tokens", "Pricing", "TokenCounter"
 APPROX_PIECES = re.compile(r" ?[A-Za-z]+|[0-9]| ?[^\sA-Za-z0-9]+|\s+")
 """Pre-tokenizer pieces (GPT-2 style: words with their leading space, single digits, punctuation runs,
 whitespace runs — a run of padding is one piece, never characters / 4)."""
-APPROX_TOKENS_PER_PIECE = 1.0
-"""Calibrated on the built-in example against the embedded model's tokenizer (scripts/calibrate_tokens.py)."""
-APPROX_PER_MESSAGE = 4
-"""Chat-template tokens per message added by the approximation (role markers and separators)."""
+APPROX_TOKENS_PER_PIECE = 1.19
+"""Tokens per piece, measured on the built-in example with the embedded SmolLM2 tokenizer (1.188 json_object,
+1.186 json_schema; ``python scripts/calibrate_tokens.py``)."""
+APPROX_PER_MESSAGE = 7
+"""Chat-template tokens per message (role markers and separators; 7.00 measured the same way)."""
 APPROXIMATION = (f"approximation: tokens = {APPROX_TOKENS_PER_PIECE:g} × pre-tokenizer pieces (words, digits, "
                  f"punctuation and whitespace runs) + {APPROX_PER_MESSAGE} per message, calibrated on the "
                  "built-in example")
@@ -61,7 +62,8 @@ def _chat_counter(llm: Any) -> Callable[[Sequence[Mapping[str, str]]], int] | No
                               bos_token=piece("tokenizer.ggml.bos_token_id"))
 
     def count(messages: Sequence[Mapping[str, str]]) -> int:
-        prompt = fmt(messages=[dict(m) for m in messages]).prompt
+        msgs: list[Any] = [dict(m) for m in messages]
+        prompt = fmt(messages=msgs).prompt
         return len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
 
     return count
@@ -167,15 +169,27 @@ class TokenCounter:
         return sum(self.count(m["content"]) + per for m in messages)
 
 
-def max_answer(request: Request) -> str:
-    """The longest schema-valid answer of a request (each item's longest menu token): the output bound."""
-    return canonical_json({item_key(i): max(d.enum, key=len) if d.enum else ""
-                           for i, d in enumerate(request.decoders)})
+GRAMMAR_SPACE = "\n" + " " * 20
+"""The widest whitespace llama.cpp's JSON-schema grammar allows at each separator (``"\n" [ \t]{0,20}``)."""
+
+
+def max_answer(request: Request, wide: bool = False) -> str:
+    """The longest schema-valid answer of a request (each item's longest menu token): the output bound.
+
+    ``wide``: with the widest whitespace a schema grammar allows around every token (``json_object`` /
+    ``text`` modes, where the model, not the server, lays out the JSON)."""
+    items = {item_key(i): max(d.enum, key=len) if d.enum else "" for i, d in enumerate(request.decoders)}
+    if not wide:
+        return canonical_json(items)
+    w = GRAMMAR_SPACE
+    body = f"{w},{w}".join(f"{json.dumps(k)}{w}:{w}{json.dumps(v, ensure_ascii=False)}" for k, v in items.items())
+    return "{" + w + body + w + "}" + w
 
 
 def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pricing: Pricing,
                       messages: Callable[[Request], Sequence[Mapping[str, str]]] | None = None,
-                      max_tokens: int | None = None, group: Callable[[Request], str] | None = None) -> dict[str, Any]:
+                      max_tokens: int | None = None, group: Callable[[Request], str] | None = None,
+                      wide: bool = False) -> dict[str, Any]:
     """Requests, input and output tokens and cost of ``requests`` (no call is made).
 
     Input: the request's messages counted with ``counter`` (with the model's chat template when known).  Output: the
@@ -187,7 +201,7 @@ def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pri
     groups: dict[str, dict[str, Any]] = {}
     for r in requests:
         t_in = counter.count_messages(msgs(r))
-        t_out = max_tokens if max_tokens is not None else counter.count(max_answer(r))
+        t_out = max_tokens if max_tokens is not None else counter.count(max_answer(r, wide)) + 1  # + end token
         for d in [tot, *([groups.setdefault(group(r), {"requests": 0, "input_tokens": 0, "output_tokens": 0})]
                          if group is not None else [])]:
             d["requests"] += 1
@@ -197,7 +211,8 @@ def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pri
         d["cost_usd"] = pricing.cost(d["input_tokens"], d["output_tokens"])
     return {**tot, "tokenizer": counter.method,
             "output_bound": f"max_tokens = {max_tokens}" if max_tokens is not None
-            else "the longest schema-valid answer per request (upper bound)",
+            else "the longest schema-valid answer per request" + (" with the widest whitespace the schema grammar "
+                                                                  "allows" if wide else "") + ", plus its end token",
             "price_in_usd_per_m": pricing.price_in, "price_out_usd_per_m": pricing.price_out,
             **({"groups": groups} if group is not None else {})}
 
