@@ -410,7 +410,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     history = read_history(history_path)
     futures = read_futures(future_path)
     evaluator = read_evaluator(util_path)
-    check_inputs(history, futures, evaluator)
+    check_inputs(history, futures, evaluator, strict=True)
     agent = load_agent(agent_spec, params)
     if adaptive:
         if repeats not in (None, 1) or rng != "independent":

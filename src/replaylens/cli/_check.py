@@ -49,7 +49,7 @@ def check_writer_cmd(agent_spec: str, agent_param: tuple[str, ...], streams: int
         from ..records import check_inputs, read_evaluator, read_futures, read_history
 
         data = (read_history(history_path), read_futures(future_path), read_evaluator(util_path))  # type: ignore[arg-type]
-        check_inputs(*data)
+        check_inputs(*data, strict=True)
     agent = load_agent(agent_spec, parse_params(agent_param))
     rep = check_writer(agent, n_streams=streams, seed=seed, cells=cells, data=data)
     ex = rep.extra

@@ -309,12 +309,15 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
 
 
-def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None) -> None:
+def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
+                 strict: bool = False) -> None:
     """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
 
     * every future stream has history records, every ``feeds`` block exists in its stream;
     * every history key is an action of some menu of its stream (shared namespace);
-    * the evaluator has a utility for every menu action of every future task.
+    * the evaluator has a utility for every menu action of every future task;
+    * ``strict`` (the CLI's input files): the evaluator has no rows for tasks that are not future tasks
+      (the Python API may replay a subset of the tasks an evaluator covers).
     """
     streams = set(history.streams)
     menus: dict[str, set[str]] = {}
@@ -337,6 +340,7 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
                              f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
     if evaluator is not None:
         evaluator.check_covers(futures)
+    if evaluator is not None and strict:
         known = {(t.stream, t.task) for t in futures.tasks}
         for s, task in evaluator.table:
             if (s, task) not in known:
