@@ -173,7 +173,7 @@ def test_cli_adaptive_llm_through_the_fake_endpoint_equals_full_verdicts(tmp_pat
                 "--quiet", *extra])
             assert res.exit_code == 0, res.output
 
-        run("full")
+        run("full", "--repeats", "1")  # the adaptive audit reads one repeat (stochastic agents default to 2)
         n_full = srv.n_requests
         run("adaptive", "--adaptive", "--rounds", "4")
         n_adaptive = srv.n_requests - n_full

@@ -48,7 +48,7 @@ def test_estimate_makes_no_request_and_counts_what_the_run_asks(inputs: list[str
         assert srv.hits == 0                            # no request at all, not even the preflight probe
         assert not (tmp_path / "est").exists()          # and nothing written
         n_req, t_in, t_out = (_number(out, k) for k in ("model requests", "input tokens", "output tokens"))
-        assert "ceil(characters / 4)" in out            # the approximation is declared
+        assert "approximation:" in out and "calibrated" in out  # the approximation is declared
         cost = float(re.search(r"cost: ([\d.]+) USD", out).group(1))  # type: ignore[union-attr]
         assert cost == pytest.approx((t_in * 2 + t_out * 8) / 1e6, abs=1e-4)
         code, out = _audit(inputs, tmp_path / "run", *model)
@@ -82,11 +82,14 @@ def test_estimate_totals_are_sums_of_request_counts() -> None:
 
     reqs = [make_request("x" * 40 * (k + 1), [ItemDecoder(("A", "BB"), {"A": "a", "BB": "b"})],
                          settings_digest="s", repeat=k) for k in range(3)]
+    from replaylens.llm._budget import APPROX_PER_MESSAGE, approx_tokens, max_answer
+
     est = estimate_requests(reqs, counter=TokenCounter(), pricing=Pricing(1.0, 2.0))
     assert est["requests"] == 3
-    assert est["input_tokens"] == 10 + 20 + 30
-    assert est["output_tokens"] == 3 * 4                 # '{"item_00":"BB"}' = 16 chars → 4
-    assert est["cost_usd"] == pytest.approx((60 * 1 + 12 * 2) / 1e6)
+    t_in = sum(approx_tokens(m["content"]) + APPROX_PER_MESSAGE for r in reqs for m in r.messages())
+    t_out = sum(approx_tokens(max_answer(r)) + 1 for r in reqs)   # the longest answer and its end token
+    assert est["input_tokens"] == t_in and est["output_tokens"] == t_out
+    assert est["cost_usd"] == pytest.approx((t_in * 1 + t_out * 2) / 1e6)
 
 
 def test_budget_stop_is_partial_and_resumes_to_the_unbudgeted_result(inputs: list[str], tmp_path: Path) -> None:

@@ -106,7 +106,8 @@ def test_forced_mode_is_used_without_probe(tiny: list[str], tmp_path: Path) -> N
 
 def test_plain_server_errors_stay_transient(tiny: list[str], tmp_path: Path) -> None:
     with FakeOpenAIServer(policy=lambda sha, occ: "500" if occ == 0 else "ok") as srv:
-        code, out = _audit(tiny, tmp_path / "r", srv.url, "--response-format", "json_schema")
+        # one repeat: each prompt is asked once (a stochastic agent's default is 2 repeats, issue 23)
+        code, out = _audit(tiny, tmp_path / "r", srv.url, "--response-format", "json_schema", "--repeats", "1")
         assert code == 0, out                                     # retried under the frozen retry policy
         assert srv.n_requests == 2 * len({sha for sha, _, _ in srv.log})
 

@@ -8,12 +8,13 @@ stream and the same seed always gives the same bytes.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["RngLike", "check_rng", "derive_rng", "derive_seed", "stable_int"]
+__all__ = ["RngLike", "check_rng", "derive_rng", "derive_seed", "mix64", "stable_int", "stable_ints"]
 
 RngLike = int | np.random.Generator | np.random.SeedSequence | None
 
@@ -52,3 +53,23 @@ def derive_seed(seed: int, *path: int | str) -> np.random.SeedSequence:
 def derive_rng(seed: int, *path: int | str) -> np.random.Generator:
     """Generator for ``seed`` and a path (see :func:`derive_seed`)."""
     return np.random.default_rng(derive_seed(seed, *path))
+
+
+def stable_ints(texts: Sequence[str]) -> np.ndarray:
+    """:func:`stable_int` of every text, as a uint64 array (one hash per distinct text)."""
+    memo: dict[str, int] = {}
+    return np.fromiter((memo[t] if t in memo else memo.setdefault(t, stable_int(t)) for t in texts),
+                       dtype=np.uint64, count=len(texts))
+
+
+def mix64(x: np.ndarray | np.integer | int) -> np.ndarray:
+    """SplitMix64 finaliser, elementwise on uint64 (a bijection of 64-bit words; vectorized).
+
+    Used to derive many per-decision seeds at once from ``stable_int`` fingerprints of names.
+    """
+    x = np.asarray(x, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.asarray(x ^ (x >> np.uint64(31)), dtype=np.uint64)

@@ -116,15 +116,19 @@ class Execution:
 class AuditSettings:
     """Everything that decides an audit's result besides its inputs and agent, plus how it runs.
 
-    ``cells``/``maps``/``draws``/``repeats``/``seed`` make the replay plan; ``n_resamples``/``level`` the
-    inference; ``path`` the replay path (auto, array, reference); ``execution`` where shards run.
+    ``cells``/``maps``/``draws``/``repeats``/``seed``/``rng`` make the replay plan; ``n_resamples``/``level``
+    the inference; ``path`` the replay path (auto, array, reference); ``execution`` where shards run.
+    ``repeats=None``: 2 for a declared stochastic agent under independent generators, else 1.  ``rng``:
+    ``"independent"`` per-decision generators, or ``"common"`` random numbers (a decision's generator depends
+    on seed, stream, task and repeat only).
     """
 
     cells: tuple[str, ...] = DEFAULT_CELLS
     maps: str | tuple[str, ...] | None = None
     draws: int | tuple[Any, ...] = 1
-    repeats: int = 1
+    repeats: int | None = None
     seed: int = 0
+    rng: str = "independent"
     n_resamples: int = DEFAULT_RESAMPLES
     level: float = DEFAULT_LEVEL
     path: str = "auto"
@@ -136,12 +140,14 @@ class AuditSettings:
             object.__setattr__(self, "maps", tuple(self.maps))
         if isinstance(self.draws, list):
             object.__setattr__(self, "draws", tuple(self.draws))
-        if self.repeats < 1:
+        if self.repeats is not None and self.repeats < 1:
             raise ConfigError(f"repeats must be >= 1; got {self.repeats}")
         if self.n_resamples < 1:
             raise ConfigError(f"n_resamples must be >= 1; got {self.n_resamples}")
         if not 0.5 <= self.level < 1:
             raise ConfigError(f"level must be in [0.5, 1); got {self.level}")
+        if self.rng not in ("independent", "common"):
+            raise ConfigError(f"rng must be independent or common; got {self.rng!r}")
         if self.path not in ("auto", "array", "reference"):
             raise ConfigError(f"path must be auto, array or reference; got {self.path!r}")
 

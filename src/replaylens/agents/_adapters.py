@@ -153,8 +153,24 @@ def _coerce(obj: Any, where: str) -> Agent:
     if isinstance(obj, Writer) and isinstance(obj, Policy):
         arr = obj if isinstance(obj, ArrayAgent) else None
         nm = getattr(obj, "name", type(obj).__name__)
-        return Agent(str(nm), obj, obj, array=arr, spec={"name": str(nm), "source": where})
+        return Agent(str(nm), obj, obj, array=arr, spec={"name": str(nm), "source": where}, **_declared(obj, where))
     raise ConfigError(f"{where} did not produce an Agent (or an object with init_state/update/act)")
+
+
+def _declared(obj: Any, where: str) -> dict[str, Any]:
+    """A plain class's declarations, read from its attributes: ``stochastic``, ``task_invariant``
+    (bools) and ``invariant_to`` (cell names, a tuple or a comma string)."""
+    out: dict[str, Any] = {}
+    for flag in ("stochastic", "task_invariant"):
+        v = getattr(obj, flag, False)
+        if not isinstance(v, bool):
+            raise ConfigError(f"{where}: {flag} must be True or False; got {type(v).__name__}")
+        out[flag] = v
+    inv = getattr(obj, "invariant_to", ())
+    if not isinstance(inv, (str, tuple, list)) or not all(isinstance(c, str) for c in inv):
+        raise ConfigError(f"{where}: invariant_to must be cell names (a tuple or 'pair,reorder')")
+    out["invariant_to"] = _cells(inv if isinstance(inv, str) else tuple(inv))
+    return out
 
 
 def as_agent(obj: Any) -> Agent:

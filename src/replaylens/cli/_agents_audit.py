@@ -41,11 +41,12 @@ def run_agents(run_audit: Callable[..., Any], specs: tuple[str, ...], params: di
     from .._durable import umask_mode
     from ..agents import load_agent
     from ..replay import plan_replay, prepare_replay
-    from ..report import compare_summaries, render_report
+    from ..report import compare_summaries, render_report, resolve_repeats
 
     agents = [load_agent(s, params) for s in specs]
+    repeats = max(resolve_repeats(settings.repeats, a, settings.rng) for a in agents)  # one plan: the most any needs
     plan = plan_replay(history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws,
-                       repeats=settings.repeats, seed=settings.seed)
+                       repeats=repeats, seed=settings.seed, rng=settings.rng)
     prepared = prepare_replay(history, futures, evaluator, plan=plan)
     dirs = agent_dirs([a.name for a in agents])
     results = []

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from .._imports import missing_extra
-from ..errors import AgentRaised, ReplayLensError
+from ..errors import AgentError, AgentRaised, ReplayLensError
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SHOW_TRACEBACK = {"on": False}
@@ -35,7 +35,8 @@ traceback_option = click.option("--traceback", "show_traceback", is_flag=True, e
 
 
 def user_errors(fn: F) -> F:
-    """One line on stderr instead of a traceback: exit 3 when the audited agent raised, 2 otherwise."""
+    """One line on stderr instead of a traceback: exit 3 when the audited agent raised or misbehaved,
+    130 on Ctrl-C, 2 for any other error (bad input or configuration)."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -47,6 +48,13 @@ def user_errors(fn: F) -> F:
                 traceback.print_exception(exc.exc, file=sys.stderr)
             click.echo(f"replaylens: agent error: {exc.one_line()}", err=True)
             sys.exit(3)
+        except AgentError as exc:  # any agent misbehaviour (off-menu answer, wrong type or shape): 3, not 2
+            click.echo(f"replaylens: agent error: {exc}", err=True)
+            sys.exit(3)
+        except KeyboardInterrupt:  # finished shards stay journaled: the same command resumes
+            click.echo("replaylens: interrupted; finished work is journaled, rerun the same command to resume",
+                       err=True)
+            sys.exit(130)
         except ReplayLensError as exc:
             msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
             click.echo(f"replaylens: error: {msg}", err=True)
@@ -115,8 +123,8 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok; 1 an expectation failed (check-writer, --expect-invariant, an UNSAFE "
-                    "check-migration); 2 bad input or configuration; 3 the audited agent raised (rerun with "
-                    "--traceback for the full trace).")
+                    "check-migration); 2 bad input or configuration; 3 the audited agent raised or misbehaved (rerun "
+                    "with --traceback for the full trace); 130 interrupted.")
 @click.version_option(package_name="replaylens")
 @traceback_option
 def cli() -> None:
@@ -127,7 +135,8 @@ def cli() -> None:
       0  ok
       1  an expectation failed (check-writer, audit --expect-invariant, check-migration UNSAFE)
       2  bad input or configuration
-      3  the audited agent raised (--traceback shows the full trace)
+      3  the audited agent raised or misbehaved (--traceback shows the full trace)
+    130  interrupted (rerun the same command to resume)
     """
 
 

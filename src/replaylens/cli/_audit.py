@@ -37,10 +37,11 @@ from ._llmcost import CostOptions, cost_options, pop_cost, response_format_optio
 # ------------------------------------------------------------------ shared audit runner
 
 
-def audit_settings(*, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
-                   level: float, path: str, execution: Execution | None = None) -> AuditSettings:
+def audit_settings(*, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None, resamples: int,
+                   level: float, path: str, rng: str = "independent",
+                   execution: Execution | None = None) -> AuditSettings:
     """The frozen settings of one audit from the command line's options."""
-    return AuditSettings(cells=cell_list(cells), maps=maps, draws=draws, repeats=repeats, seed=seed,
+    return AuditSettings(cells=cell_list(cells), maps=maps, draws=draws, repeats=repeats, seed=seed, rng=rng,
                          n_resamples=resamples, level=level, path=path, execution=execution or Execution())
 
 
@@ -93,7 +94,9 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
         try:
             result = run_audit(history, futures, evaluator, agent, settings, out=out, inputs=inputs,
                                command=command, arguments=arguments, restart=restart, overwrite=overwrite,
-                               progress=progress, prepared=prepared, before_replay=before_replay, expect=declared)
+                               progress=progress, prepared=prepared, before_replay=before_replay, expect=declared,
+                               on_warning=lambda w: console.print(f"replaylens: warning: {w}", markup=False,
+                                                                  highlight=False))
         except BudgetExhausted as exc:
             assert llm is not None and cost is not None
             write_partial(out, _usage(llm, planned[0], futures, cost, str(model), str(exc)), agent.name)
@@ -144,10 +147,12 @@ def _estimate_audit(history: Any, futures: Any, evaluator: Any, agent: Any, llm:
                     cost: CostOptions, model: str, before_replay: Any) -> None:
     """Replay with placeholder answers to collect every request, print the estimate, write nothing."""
     from ..replay import plan_replay, replay
+    from ..report import resolve_repeats
     from ._llmcost import print_estimate
 
     plan = plan_replay(history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws,
-                       repeats=settings.repeats, seed=settings.seed)
+                       repeats=resolve_repeats(settings.repeats, agent, settings.rng), seed=settings.seed,
+                       rng=settings.rng)
     before_replay(plan)
     llm.set_mode("estimate")
     replay(history, futures, evaluator, agent, plan=plan, path=settings.path)
@@ -229,8 +234,13 @@ _audit_options = [
                       "joined with '+'. Default: all derangements for <= 5 labels, else cyclic shifts."),
     click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Root seed (recorded)."),
     click.option("--draws", default=1, show_default=True, type=click.IntRange(min=1), help="Slot draws σ."),
-    click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
-                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr)."),
+    click.option("--repeats", default=None, type=click.IntRange(min=1),
+                 help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr). Default: 2 for a "
+                      "declared stochastic agent under --rng independent, else 1."),
+    click.option("--rng", "rng", default="independent", show_default=True,
+                 type=click.Choice(["independent", "common"]),
+                 help="Per-decision generators: independent per (cell, map, draw), or common random numbers "
+                      "shared by the aligned and every intervened decision of a task and repeat."),
     click.option("--resamples", default=DEFAULT_RESAMPLES, show_default=True, type=click.IntRange(min=1),
                  help="Stream-cluster bootstrap draws."),
     click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.FloatRange(0.5, 0.9999),
@@ -250,7 +260,7 @@ def _with_audit_options(fn: F) -> F:
 AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
     "Inputs and output": ("--history", "--future", "--utilities", "--out", "--restart", "--overwrite"),
     "Agent": ("--agent", "--agent-param"),
-    "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--resamples", "--level",
+    "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--rng", "--resamples", "--level",
                            "--path"),
     "CI gate": ("--expect-invariant", "--tolerance", "--expect", "--config", "--junit-xml", "--baseline",
                 "--fail-on"),
@@ -258,7 +268,8 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
     "LLM agent (--agent llm)": ("--model", "--base-url", "--api-key-env", "--env-file", "--namespace", "--timeout",
                                 "--retries", "--reasoning-effort", "--service-tier", "--offline",
                                 "--response-format", "--cache", "--no-cache", "--cache-sampled"),
-    "Cost (--agent llm)": ("--estimate", "--price-in", "--price-out", "--pricing", "--max-requests", "--max-cost"),
+    "Cost (--agent llm)": ("--estimate", "--price-in", "--price-out", "--pricing", "--max-requests", "--max-cost",
+                           "--tokenizer"),
     "Adaptive audit": ("--adaptive", "--margin", "--rounds"),
     "Output": ("--quiet", "--traceback", "--help"),
 }
@@ -339,14 +350,15 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
-          margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int,
-          resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
+          margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None,
+          rng: str, resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
           expect_invariant: str, tolerance: float, response_format: str, gate: GateOptions,
           **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
     --agent llm audits a language model: every decision is a journaled request (OUT/llm), repeats are
-    fresh calls (use --repeats 2 for the repeat-corrected T_gr), and a rerun resumes without re-asking.
+    fresh calls (2 by default, the repeat-corrected T_gr; --rng common reads one), and a rerun resumes
+    without re-asking.
     """
     from ..agents import load_agent
     from ..errors import ConfigError
@@ -370,16 +382,18 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                   "cache_sampled": cache_sampled, **params}
         if ModelSpec.parse(params["model"]).is_remote:
             params.setdefault("response_format", response_format)
+        if cost.estimate:  # an estimate sends nothing: no API key needed
+            params["api_key_env"] = None
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
     history = read_history(history_path)
     futures = read_futures(future_path)
     evaluator = read_evaluator(util_path)
-    check_inputs(history, futures, evaluator)
+    check_inputs(history, futures, evaluator, strict=True)
     agent = load_agent(agent_spec, params)
     if adaptive:
-        if repeats != 1:
-            raise ConfigError("--adaptive reads the direct action response: use --repeats 1")
+        if repeats not in (None, 1) or rng != "independent":
+            raise ConfigError("--adaptive reads the direct action response: use --repeats 1 and --rng independent")
         _run_adaptive(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws, seed=seed,
                       margin=margin, rounds=rounds, level=level, path=path_, out=out, quiet=quiet)
         return
@@ -387,12 +401,12 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     kept = {k: v for k, v in params.items() if k not in ("cache", "cache_sampled")}
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
             "agent": agent_spec, "agent_params": kept, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
-            "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+            "repeats": repeats, "resamples": resamples, "level": level, "path": path_, "rng": rng}
     is_llm = agent_spec == "replaylens.llm:make_agent"
     execution = Execution(backend=backend, workers=workers, concurrency=None if is_llm else concurrency,
                           ray_address=ray_address, shard_memory=shard_memory_mb * 2**20 if shard_memory_mb else None)
     settings = audit_settings(cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats, resamples=resamples,
-                              level=level, path=path_, execution=execution)
+                              level=level, path=path_, rng=rng, execution=execution)
     if len(agent_specs) > 1:  # several agents, one prepared plan
         from ._agents_audit import run_agents
         from ._gate import refuse_several_agents
@@ -420,7 +434,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
 @_with_audit_options
 @user_errors
 def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
-         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+         draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     from ..agents import load_agent
     from ..bandit import BANDIT_ARMS, make_bandit
@@ -454,9 +468,9 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
         click.echo(f"demo: auditing {label} on the built-in 4-arm bandit ({streams} streams); inputs in {inputs}")
     args = {"agent": agent.name if embedded is None else "local/embedded", "streams": streams, "cells": cells,
             "maps": maps, "seed": seed, "draws": draws, "repeats": repeats, "resamples": resamples, "level": level,
-            "path": path_}
+            "path": path_, "rng": rng}
     settings = audit_settings(cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-                              resamples=resamples, level=level, path=path_)
+                              resamples=resamples, level=level, path=path_, rng=rng)
     _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent, settings=settings,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
                arguments=args, out=out, quiet=quiet,

@@ -38,6 +38,10 @@ _COST_OPTIONS = [
                       "higher budget resumes)."),
     click.option("--max-cost", type=click.FloatRange(min=0), default=None,
                  help="Stop cleanly once the journaled requests cost this many USD (needs prices)."),
+    click.option("--tokenizer", default=None, metavar="GGUF|embedded",
+                 help="With --estimate: count tokens with this model's own tokenizer (a GGUF file, or 'embedded' "
+                      "for the bundled SmolLM2), e.g. for an openai/... server running that model. Default: the "
+                      "local/ model's own, else a stated approximation."),
 ]
 
 
@@ -82,6 +86,7 @@ class CostOptions:
     pricing_file: Path | None = None
     max_requests: int | None = None
     max_cost: float | None = None
+    tokenizer: str | None = None
 
     @property
     def budgeted(self) -> bool:
@@ -90,7 +95,7 @@ class CostOptions:
     @property
     def used(self) -> bool:
         return self.estimate or self.budgeted or self.price_in is not None or self.price_out is not None \
-            or self.pricing_file is not None
+            or self.pricing_file is not None or self.tokenizer is not None
 
     def pricing(self, model: str) -> Any:
         from ..llm import load_pricing
@@ -108,13 +113,17 @@ class CostOptions:
 def pop_cost(kwargs: dict[str, Any]) -> CostOptions:
     """Remove the cost options from a command's keyword arguments."""
     return CostOptions(kwargs.pop("estimate"), kwargs.pop("price_in"), kwargs.pop("price_out"),
-                       kwargs.pop("pricing_file"), kwargs.pop("max_requests"), kwargs.pop("max_cost"))
+                       kwargs.pop("pricing_file"), kwargs.pop("max_requests"), kwargs.pop("max_cost"),
+                       kwargs.pop("tokenizer", None))
 
 
-def token_counter(model: str) -> Any:
-    """The model's own tokenizer for ``local/PATH.gguf`` models (llama-cpp-python installed), else chars / 4."""
+def token_counter(model: str, tokenizer: str | None = None) -> Any:
+    """The tokenizer the user names (a GGUF file or ``embedded``), else the ``local/PATH.gguf`` model's own
+    (llama-cpp-python installed), else the stated approximation (:data:`replaylens.llm.APPROXIMATION`)."""
     from ..llm import TokenCounter
 
+    if tokenizer is not None:
+        return TokenCounter.named(tokenizer)
     provider, _, name = model.partition("/")
     return TokenCounter(name if provider == "local" and name.endswith(".gguf") else None)
 
@@ -136,16 +145,34 @@ def print_estimate(requests: Sequence[Any], *, model: str, backend: Any, cost: C
     from ..llm import estimate_requests
 
     pricing = cost.pricing(model)
-    est = estimate_requests(requests, counter=token_counter(model), pricing=pricing,
-                            messages=message_builder(backend), max_tokens=max_tokens, group=group)
+    counter = token_counter(model, cost.tokenizer)
     fmt = getattr(backend, "format_choice", None) or {}
+    st = backend.settings
+    mode = (getattr(st, "response_format", "json_schema") if st.structured else "text") \
+        if st.provider == "openai" else "json_schema"
+    est = estimate_requests(requests, counter=counter, pricing=pricing, messages=message_builder(backend),
+                            max_tokens=max_tokens, group=group, wide=mode != "json_schema")
+    other = None
+    if fmt.get("chosen_by") == "default (no probe)" and backend.settings.provider == "openai":
+        # auto mode, nothing sent: the server's choice is unknown, so count json_object (schema stated in the
+        # prompt: more input tokens) too and report the larger, naming both
+        from ..llm import format_messages
+
+        alt = estimate_requests(requests, counter=counter, pricing=pricing,
+                                messages=lambda r: format_messages(r, "json_object"), max_tokens=max_tokens,
+                                group=group, wide=True)
+        if alt["input_tokens"] > est["input_tokens"]:
+            est, other = alt, est
+            fmt = {"response_format": "json_object", "chosen_by": "auto: the larger of json_object and json_schema; "
+                   "pass --response-format to fix it"}
     click.echo(f"estimate for {what} (no request made):")
     click.echo(f"  model requests: {est['requests']:,}")
-    click.echo(f"  input tokens:   {est['input_tokens']:,}  (counted with {est['tokenizer']}; chat-template "
-               "tokens not included)")
+    click.echo(f"  input tokens:   {est['input_tokens']:,}  (counted with {est['tokenizer']})")
     click.echo(f"  output tokens:  {est['output_tokens']:,}  (bound: {est['output_bound']})")
     if fmt:
         click.echo(f"  response format assumed: {fmt.get('response_format')} ({fmt.get('chosen_by')})")
+    if other is not None:
+        click.echo(f"  (with json_schema: {other['input_tokens']:,} input tokens)")
     if est["cost_usd"] is None:
         click.echo("  cost: give --price-in and --price-out (USD per million tokens) or --pricing FILE")
     else:

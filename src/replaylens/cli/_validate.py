@@ -22,6 +22,6 @@ def validate(history_path: Path, future_path: Path | None, util_path: Path | Non
     f = read_futures(future_path) if future_path else None
     e = read_evaluator(util_path) if util_path else None
     if f is not None:
-        check_inputs(h, f, e)
+        check_inputs(h, f, e, strict=True)
     click.echo(f"ok: {len(h)} records in {len(h.streams)} streams" +
                (f"; {len(f)} future tasks" if f is not None else "") + ("; utilities cover every menu" if e else ""))

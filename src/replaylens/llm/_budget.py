@@ -2,7 +2,8 @@
 
 * :class:`Pricing` — USD per million input / output tokens (``--price-in``/``--price-out`` or a pricing file);
 * :class:`TokenCounter` — the model's own tokenizer where one is available locally (a GGUF file read with
-  ``llama_cpp.Llama(vocab_only=True)``), else the declared approximation ``ceil(characters / 4)``;
+  ``llama_cpp.Llama(vocab_only=True)``, with its chat template), else the declared, calibrated approximation
+  :data:`APPROXIMATION`;
 * :func:`estimate_requests` — requests, input and output tokens and cost of planned requests, no call made;
 * :class:`Budget` — ``--max-requests`` / ``--max-cost``, counted over the whole run directory (every journaled
   attempt, this invocation's and earlier ones'), checked before each attempt.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +24,49 @@ from ..errors import ConfigError
 from ._serialize import canonical_json, item_key
 from ._types import Request
 
-__all__ = ["APPROXIMATION", "Budget", "Pricing", "TokenCounter", "estimate_requests", "load_pricing",
+__all__ = ["APPROXIMATION", "Budget", "approx_tokens", "Pricing", "TokenCounter", "estimate_requests", "load_pricing",
            "max_answer", "usage_by_cell"]
 
-APPROXIMATION = "approximation: tokens = ceil(characters / 4)"
+APPROX_PIECES = re.compile(r" ?[A-Za-z]+|[0-9]| ?[^\sA-Za-z0-9]+|\s+")
+"""Pre-tokenizer pieces (GPT-2 style: words with their leading space, single digits, punctuation runs,
+whitespace runs — a run of padding is one piece, never characters / 4)."""
+APPROX_TOKENS_PER_PIECE = 1.19
+"""Tokens per piece, measured on the built-in example with the embedded SmolLM2 tokenizer (1.188 json_object,
+1.186 json_schema; ``python scripts/calibrate_tokens.py``)."""
+APPROX_PER_MESSAGE = 7
+"""Chat-template tokens per message (role markers and separators; 7.00 measured the same way)."""
+APPROXIMATION = (f"approximation: tokens = {APPROX_TOKENS_PER_PIECE:g} × pre-tokenizer pieces (words, digits, "
+                 f"punctuation and whitespace runs) + {APPROX_PER_MESSAGE} per message, calibrated on the "
+                 "built-in example")
+
+
+def approx_tokens(text: str) -> int:
+    """The stated approximation of a text's token count (:data:`APPROXIMATION`)."""
+    return math.ceil(APPROX_TOKENS_PER_PIECE * len(APPROX_PIECES.findall(text)))
+
+
+def _chat_counter(llm: Any) -> Callable[[Sequence[Mapping[str, str]]], int] | None:
+    """Tokens of a chat request rendered with the GGUF's own chat template (what a llama.cpp server feeds the
+    model), or None when the file carries no template."""
+    meta = getattr(llm, "metadata", None) or {}
+    template = meta.get("tokenizer.chat_template")
+    if not template:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def piece(key: str) -> str:
+        i = meta.get(key)
+        return llm.detokenize([int(i)], special=True).decode("utf-8", "replace") if i is not None else ""
+
+    fmt = Jinja2ChatFormatter(template, eos_token=piece("tokenizer.ggml.eos_token_id"),
+                              bos_token=piece("tokenizer.ggml.bos_token_id"))
+
+    def count(messages: Sequence[Mapping[str, str]]) -> int:
+        msgs: list[Any] = [dict(m) for m in messages]
+        prompt = fmt(messages=msgs).prompt
+        return len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+
+    return count
 
 
 @dataclass(frozen=True)
@@ -74,11 +115,13 @@ def load_pricing(path: str | os.PathLike[str] | None, model: str, price_in: floa
 
 
 class TokenCounter:
-    """Counts tokens with a GGUF model's tokenizer (``gguf`` given and llama-cpp-python installed), else with
-    the declared approximation ceil(characters / 4).  ``method`` says which, for the output."""
+    """Counts tokens with a GGUF model's tokenizer (``gguf`` given and llama-cpp-python installed) — a chat
+    request through the model's own chat template, as a llama.cpp server renders it — else with the declared
+    approximation :data:`APPROXIMATION`.  ``method`` says which, for the output."""
 
     def __init__(self, gguf: str | None = None) -> None:
         self._tok: Callable[[str], int] | None = None
+        self._chat: Callable[[Sequence[Mapping[str, str]]], int] | None = None
         self.method = APPROXIMATION
         if gguf is not None:
             try:
@@ -87,7 +130,23 @@ class TokenCounter:
                 return
             llm = llama_cpp.Llama(model_path=gguf, vocab_only=True, verbose=False)
             self._tok = lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+            self._chat = _chat_counter(llm)
             self.method = f"the model's own tokenizer ({Path(gguf).name}, llama_cpp vocab_only)"
+
+    @classmethod
+    def named(cls, tokenizer: str) -> TokenCounter:
+        """The tokenizer a user names: a GGUF file, or ``embedded`` (the bundled SmolLM2); one clear line when
+        it cannot be loaded."""
+        from ._local import embedded_model_path, llama_available
+
+        if not llama_available():
+            raise ConfigError("--tokenizer needs llama-cpp-python: install the local extra (pip install "
+                              "'replaylens[local]')")
+        path = embedded_model_path() if tokenizer == "embedded" else tokenizer
+        if path is None or not Path(path).is_file():
+            raise ConfigError(f"--tokenizer {tokenizer}: no such GGUF file" if tokenizer != "embedded" else
+                              "--tokenizer embedded: the embedded model is not installed (the local extra)")
+        return cls(path)
 
     @property
     def exact(self) -> bool:
@@ -96,21 +155,44 @@ class TokenCounter:
     def count(self, text: str) -> int:
         if self._tok is not None:
             return self._tok(text)
-        return math.ceil(len(text) / 4)
+        return approx_tokens(text)
+
+    def count_messages(self, messages: Sequence[Mapping[str, str]]) -> int:
+        """Input tokens of one chat request: rendered with the model's chat template when known, else each
+        message's text plus :data:`APPROX_PER_MESSAGE` template tokens."""
+        if self._chat is not None:
+            try:
+                return self._chat(messages)
+            except Exception:  # an unusual template: fall back to the per-message count
+                self._chat = None
+        per = 0 if self._tok is not None else APPROX_PER_MESSAGE
+        return sum(self.count(m["content"]) + per for m in messages)
 
 
-def max_answer(request: Request) -> str:
-    """The longest schema-valid answer of a request (each item's longest menu token): the output bound."""
-    return canonical_json({item_key(i): max(d.enum, key=len) if d.enum else ""
-                           for i, d in enumerate(request.decoders)})
+GRAMMAR_SPACE = "\n" + " " * 20
+"""The widest whitespace llama.cpp's JSON-schema grammar allows at each separator (``"\n" [ \t]{0,20}``)."""
+
+
+def max_answer(request: Request, wide: bool = False) -> str:
+    """The longest schema-valid answer of a request (each item's longest menu token): the output bound.
+
+    ``wide``: with the widest whitespace a schema grammar allows around every token (``json_object`` /
+    ``text`` modes, where the model, not the server, lays out the JSON)."""
+    items = {item_key(i): max(d.enum, key=len) if d.enum else "" for i, d in enumerate(request.decoders)}
+    if not wide:
+        return canonical_json(items)
+    w = GRAMMAR_SPACE
+    body = f"{w},{w}".join(f"{json.dumps(k)}{w}:{w}{json.dumps(v, ensure_ascii=False)}" for k, v in items.items())
+    return "{" + w + body + w + "}" + w
 
 
 def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pricing: Pricing,
                       messages: Callable[[Request], Sequence[Mapping[str, str]]] | None = None,
-                      max_tokens: int | None = None, group: Callable[[Request], str] | None = None) -> dict[str, Any]:
+                      max_tokens: int | None = None, group: Callable[[Request], str] | None = None,
+                      wide: bool = False) -> dict[str, Any]:
     """Requests, input and output tokens and cost of ``requests`` (no call is made).
 
-    Input: every message's text counted with ``counter`` (chat-template tokens are not added).  Output: the
+    Input: the request's messages counted with ``counter`` (with the model's chat template when known).  Output: the
     longest schema-valid answer (``max_tokens`` when given, the cap a server applies), an upper bound.
     ``group`` splits the totals (e.g. per cell).
     """
@@ -118,8 +200,8 @@ def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pri
     tot: dict[str, Any] = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
     groups: dict[str, dict[str, Any]] = {}
     for r in requests:
-        t_in = sum(counter.count(m["content"]) for m in msgs(r))
-        t_out = max_tokens if max_tokens is not None else counter.count(max_answer(r))
+        t_in = counter.count_messages(msgs(r))
+        t_out = max_tokens if max_tokens is not None else counter.count(max_answer(r, wide)) + 1  # + end token
         for d in [tot, *([groups.setdefault(group(r), {"requests": 0, "input_tokens": 0, "output_tokens": 0})]
                          if group is not None else [])]:
             d["requests"] += 1
@@ -129,7 +211,8 @@ def estimate_requests(requests: Sequence[Request], *, counter: TokenCounter, pri
         d["cost_usd"] = pricing.cost(d["input_tokens"], d["output_tokens"])
     return {**tot, "tokenizer": counter.method,
             "output_bound": f"max_tokens = {max_tokens}" if max_tokens is not None
-            else "the longest schema-valid answer per request (upper bound)",
+            else "the longest schema-valid answer per request" + (" with the widest whitespace the schema grammar "
+                                                                  "allows" if wide else "") + ", plus its end token",
             "price_in_usd_per_m": pricing.price_in, "price_out_usd_per_m": pricing.price_out,
             **({"groups": groups} if group is not None else {})}
 

@@ -11,7 +11,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class RawTable:
     rows: Sequence[Mapping[str, Any]]
     lines: Sequence[int]
     line_word: str = "line"
+    typed: bool = False  # JSONL/Parquet carry types: a string where a number belongs is an error there
 
 
 def _decode(path: Path, data: bytes) -> str:
@@ -65,10 +66,10 @@ def read_raw(path: str | Path, fmt: str | None = None) -> RawTable:
         raise InputError(str(p), None, None, "is a directory, expected a file")
     kind = infer_format(p, fmt)
     if kind == "parquet":
-        return _read_parquet(p)
+        return replace(_read_parquet(p), typed=True)
     text = _decode(p, p.read_bytes())
     if kind == "jsonl":
-        return _read_jsonl(p, text)
+        return replace(_read_jsonl(p, text), typed=True)
     return _read_csv(p, text)
 
 
@@ -186,6 +187,8 @@ class Field:
                 raise self.err(i, name, f"expected an integer, got {v}")
             out = int(v)
         elif isinstance(v, str):
+            if self.t.typed:
+                raise self.err(i, name, f"expected an integer, got the string {v!r} (write it without quotes)")
             try:
                 out = int(v.strip())
             except ValueError:
@@ -214,6 +217,8 @@ class Field:
         if isinstance(v, (int, float, np.integer, np.floating)):
             out = float(v)
         elif isinstance(v, str):
+            if self.t.typed:
+                raise self.err(i, name, f"expected a number, got the string {v!r} (write it without quotes)")
             s = v.strip()
             if s.lower() in ("nan", "null", "none", "masked"):
                 out = math.nan

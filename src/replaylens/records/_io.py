@@ -68,9 +68,9 @@ def futures_from_tasks(tasks: Sequence[FutureTask | Mapping[str, Any]], source: 
 
 
 def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None,
-                      line_word: str = "line") -> History:
+                      line_word: str = "line", typed: bool = False) -> History:
     t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
-                 list(range(1, len(rows) + 1)), line_word)
+                 list(range(1, len(rows) + 1)), line_word, typed)
     if not t.rows:
         raise InputError(source, None, None, "the history has no records")
     _reject_unknown(t, HISTORY_FIELDS)
@@ -133,11 +133,12 @@ def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
 
 
 def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str = "<memory>",
-                        lines: Sequence[int] | None = None) -> Evaluator:
-    """A validated :class:`Evaluator` (utility table) from mappings with stream, task, key and utility."""
+                        lines: Sequence[int] | None = None, typed: bool = False) -> Evaluator:
+    """A validated :class:`Evaluator` (utility table) from mappings with stream, task, key and utility
+    (``typed``: the file format has typed numbers, so a quoted number is an error)."""
     rows = list(rows)
     t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
-                 list(range(1, len(rows) + 1)))
+                 list(range(1, len(rows) + 1)), typed=typed)
     if not t.rows:
         raise InputError(source, None, None, "the utility table is empty")
     _reject_unknown(t, EVALUATOR_FIELDS)
@@ -245,7 +246,7 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     if fast is not None:
         return fast
     t = read_raw(p, fmt)
-    return history_from_rows(t.rows, t.source, t.lines, t.line_word)
+    return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
 
 
 def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
@@ -328,21 +329,24 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     if fast is not None:
         return fast
     t = read_raw(p, fmt)
-    return evaluator_from_rows(t.rows, t.source, t.lines)
+    return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
 
 
-def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None) -> None:
+def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
+                 strict: bool = False) -> None:
     """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
 
     * every future stream has history records, every ``feeds`` block exists in its stream;
     * every history key is an action of some menu of its stream (shared namespace);
-    * the evaluator has a utility for every menu action of every future task.
+    * the evaluator has a utility for every menu action of every future task;
+    * ``strict`` (the CLI's input files): the evaluator has no rows for tasks that are not future tasks
+      (the Python API may replay a subset of the tasks an evaluator covers).
     """
     streams = set(history.streams)
     menus: dict[str, set[str]] = {}
     for i, t in enumerate(futures.tasks):
         if t.stream not in streams:
-            raise InputError(futures.source, None, "stream",
+            raise InputError(futures.source, _line_of(futures.source, stream=t.stream, task=t.task), "stream",
                              f"future task {t.task!r} (#{i + 1}) names stream {t.stream!r}, which has no history "
                              "records")
         menus.setdefault(t.stream, set()).update(t.menu)
@@ -350,13 +354,38 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
             raise InputError(futures.source, None, "feeds_family",
                              f"future task {t.task!r} of stream {t.stream!r} is fed by block "
                              f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
-    for j, (s, k) in enumerate(zip(history.stream.tolist(), history.key.tolist(), strict=True)):
-        if s in menus and k not in menus[s]:
-            raise InputError(history.source, None, "key",
-                             f"key {k!r} at slot {int(history.slot[j])} of stream {s!r} is not an "
+    for j in range(len(history)):
+        s = str(history.stream[j])
+        if s in menus and str(history.key[j]) not in menus[s]:
+            k, sl = str(history.key[j]), int(history.slot[j])
+            raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
+                             f"key {k!r} at slot {sl} of stream {s!r} is not an "
                              f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
     if evaluator is not None:
         evaluator.check_covers(futures)
+    if evaluator is not None and strict:
+        known = {(t.stream, t.task) for t in futures.tasks}
+        for s, task in evaluator.table:
+            if (s, task) not in known:
+                raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
+                                 f"utilities for task {task!r} of stream {s!r}, which is not a future task "
+                                 f"(in {futures.source})")
+
+
+def _line_of(source: str, **match: str) -> int | None:
+    """The line (row) of the first record of file ``source`` whose fields equal ``match`` (as text);
+    ``None`` for in-memory inputs.  Only called on an error path, so re-reading the file is fine."""
+    p = Path(source)
+    if not p.is_file():
+        return None
+    try:
+        t = read_raw(p)
+    except (InputError, OSError):
+        return None
+    for row, line in zip(t.rows, t.lines, strict=True):
+        if all(str(row.get(k, "")).strip() == v for k, v in match.items()):
+            return int(line)
+    return None
 
 
 # ---------------------------------------------------------------- writing

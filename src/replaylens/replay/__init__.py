@@ -5,6 +5,7 @@ from ._journal import Journal
 from ._plan import ReplayPlan, default_maps, plan_replay
 from ._result import DECISION_COLUMNS, Decisions
 from ._run import PreparedReplay, prepare_replay, replay, support_lookup
+from ._seeds import RNG_MODES, check_rng_mode
 from ._states import StateResponse, state_fingerprinter, state_response
 
 __all__ = [
@@ -12,11 +13,13 @@ __all__ = [
     "state_fingerprinter",
     "state_response",
     "DECISION_COLUMNS",
+    "RNG_MODES",
     "Decisions",
     "Journal",
     "PreparedReplay",
     "ReplayPlan",
     "StreamData",
+    "check_rng_mode",
     "decision_seeds",
     "default_maps",
     "plan_replay",

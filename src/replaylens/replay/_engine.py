@@ -20,9 +20,9 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
-from ..rng import stable_int
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
+from ._seeds import combo_key, decision_seeds, query_seeds, task_keys
 from ._streams import StreamData
 
 __all__ = [
@@ -133,38 +133,6 @@ def shard_layout(plan: ReplayPlan, sds: dict[str, StreamData], *, path: str, sha
     return shards
 
 
-def _splitmix(x: np.ndarray | np.integer) -> np.ndarray:
-    x = np.asarray(x, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def decision_seeds(plan: ReplayPlan, stream: str, n_tasks: int, c: int, m: int, d: int) -> np.ndarray:
-    """(J, P) per-decision seeds: a fixed function of (seed, stream, cell, map, draw, task, repeat)."""
-    base = _splitmix(np.uint64(plan.seed) ^ np.uint64(stable_int(stream)))
-    key = _splitmix(base ^ _splitmix(np.uint64((c << 40) | (m << 20) | d)))
-    j = np.arange(n_tasks, dtype=np.uint64)[:, None]
-    p = np.arange(plan.repeats, dtype=np.uint64)[None, :]
-    return _splitmix(_splitmix(key ^ j) ^ (p + np.uint64(1)))
-
-
-def query_seeds(plan: ReplayPlan, streams: Sequence[str], q_stream: np.ndarray, q_f: np.ndarray,
-                q_j: np.ndarray, q_p: np.ndarray, cc: np.ndarray, mm: np.ndarray, dd: np.ndarray) -> np.ndarray:
-    """:func:`decision_seeds` for a whole batch of queries at once (the same uint64 arithmetic, so the
-    same bytes): query q reads stream ``q_stream``, (cell, map, draw) combination ``q_f`` (indexing
-    ``cc``/``mm``/``dd``), task ``q_j`` of its stream and repeat ``q_p``."""
-    names = np.array([stable_int(s) for s in streams], dtype=np.uint64)
-    base = _splitmix(np.uint64(plan.seed) ^ names)                                     # (S,)
-    u = np.uint64
-    cmd = (cc.astype(u) << u(40)) | (mm.astype(u) << u(20)) | dd.astype(u)
-    key = _splitmix(base[:, None] ^ _splitmix(cmd)[None, :])                           # (S, K)
-    k = key[q_stream, q_f]
-    return _splitmix(_splitmix(k ^ q_j.astype(u)) ^ (q_p.astype(u) + u(1)))
-
-
 @dataclass(frozen=True, eq=False)
 class _Shard:
     streams: tuple[StreamData, ...]
@@ -236,6 +204,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
         (lambda s: s) if getattr(agent.writer, "immutable_state", False) is True else copy.deepcopy)
     batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
     by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
+    tkeys = task_keys([f.task for f in sd.futures])
     for d, spec in enumerate(plan.draws):
         perms = _LazyPerms(spec, sd)  # a role's permutation is drawn only when a cell reads it
         for c, cell in enumerate(plan.cells):
@@ -262,7 +231,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                     if t + 1 in prefixes:
                         snaps[t + 1] = snap(state)
                 # every decision gets its own generator (the rng contract), deterministic agents included
-                seeds = decision_seeds(plan, sd.name, j_n, c, m, d)
+                seeds = decision_seeds(plan.seed, plan.rng, sd.name, tkeys, p_n, cell, rho, spec)
                 shown = [rho.array[menus[j]] if cell.menu_map else menus[j] for j in range(j_n)]
                 menu_strs = [tuple(ns.show(labels[int(a)]) for a in sh) for sh in shown]
 
@@ -362,10 +331,12 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
-    seeds = query_seeds(plan, [sd.name for sd in sds], q_stream, q_f, q_task - fut_off[q_stream],
-                        np.arange(q_task.shape[0]) % p_n, cc, mm, dd)
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(f.task for sd in sds for f in sd.futures)
+    combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
+                       for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
+    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream, q_f, task_keys(future_names)[q_task],
+                        np.arange(q_task.shape[0]) % p_n)
     queries = QueryBatch(row=q_row, cut=all_cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
                          stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names)
     with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):

@@ -38,6 +38,7 @@ def engine_fingerprint() -> str:
         for p in sorted((_PKG / part).rglob("*.py")):
             h.update(str(p.relative_to(_PKG)).encode())
             h.update(p.read_bytes())
+    h.update((_PKG / "rng.py").read_bytes())  # the per-decision seed derivation's mixing helpers
     version = getattr(sys.modules.get("replaylens"), "__version__", "unknown")
     return f"{version}+{h.hexdigest()[:16]}"
 

@@ -13,6 +13,7 @@ from ..interventions import Cell, resolve_cells
 from ..maps import LabelMap, SlotSpec, resolve_maps
 from ..records import FutureTasks, History, check_inputs
 from ..settings import STRUCTURAL_CELLS
+from ._seeds import check_rng_mode
 
 __all__ = ["ReplayPlan", "default_maps", "plan_replay"]
 
@@ -39,10 +40,12 @@ class ReplayPlan:
     repeats: int
     seed: int
     check_laws: bool = True
+    rng: str = "independent"  # per-decision generators: "independent" or "common" (replay/_seeds.py)
 
     def __post_init__(self) -> None:
         if not self.maps or not self.maps[0].is_identity:
             raise ConfigError("the first map of a plan must be the identity")
+        check_rng_mode(self.rng)
         if self.repeats < 1:
             raise ConfigError(f"repeats must be >= 1; got {self.repeats}")
         if not self.draws:
@@ -71,7 +74,7 @@ class ReplayPlan:
             "labels": list(self.labels), "streams": list(self.streams),
             "strata": [list(s) for s in self.strata], "cells": list(self.cell_names),
             "maps": [list(m.images) for m in self.maps], "draws": [d.to_dict() for d in self.draws],
-            "repeats": self.repeats, "seed": self.seed, "check_laws": self.check_laws,
+            "repeats": self.repeats, "seed": self.seed, "check_laws": self.check_laws, "rng": self.rng,
         }
 
     def digest(self) -> str:
@@ -92,6 +95,7 @@ def plan_replay(
     repeats: int = 1,
     seed: int = 0,
     check_laws: bool = True,
+    rng: str = "independent",
 ) -> ReplayPlan:
     """Build a plan over every stream with future tasks.  Validates that the inputs fit together."""
     check_inputs(history, futures)
@@ -107,4 +111,5 @@ def plan_replay(
     return ReplayPlan(
         labels=labels, streams=futures.streams, strata=futures.strata, cells=cell_objs, maps=map_objs,
         draws=draw_specs, repeats=int(repeats), seed=int(seed), check_laws=check_laws,
+        rng=check_rng_mode(rng),
     )

@@ -46,6 +46,7 @@ def replay(
     draws: int | Sequence[SlotSpec] = 1,
     repeats: int = 1,
     seed: int = 0,
+    rng: str = "independent",
     path: str = "auto",
     journal: str | os.PathLike[str] | None = None,
     journal_key: dict[str, object] | None = None,
@@ -70,7 +71,7 @@ def replay(
     :meth:`PreparedReplay.run` (same decisions on every backend).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
-                              repeats=repeats, seed=seed)
+                              repeats=repeats, seed=seed, rng=rng)
     return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
                         progress=progress, backend=backend, workers=workers, concurrency=concurrency,
                         ray_address=ray_address, shard_memory=shard_memory, restart=restart)
@@ -87,12 +88,14 @@ def prepare_replay(
     draws: int | Sequence[SlotSpec] = 1,
     repeats: int = 1,
     seed: int = 0,
+    rng: str = "independent",
 ) -> PreparedReplay:
     """Check the inputs, plan, and prepare once what every agent's replay shares: the transformed
     streams, the block vocabulary, the utilities g̃(x_i, a) and the oracle a*(x_i)."""
     check_inputs(history, futures, evaluator)
     if plan is None:
-        plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
+        plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed,
+                           rng=rng)
     sds = prepare_streams(plan, history, futures)
     ordered = [sds[s] for s in plan.streams]
     util, oracle = utilities_for(ordered, evaluator, len(plan.labels))

@@ -12,6 +12,7 @@ from ._manifest import InputFile, RunManifest, file_sha256, git_revision, packag
 from ._migration import write_migration_report
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
+from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
 from ._verdict import (
     Expectation,
     Judgement,
@@ -42,6 +43,7 @@ __all__ = [
     "compare_audits",
     "compare_summaries",
     "consequences",
+    "distinct_answers",
     "default_expectation",
     "example_line",
     "example_records",
@@ -65,9 +67,11 @@ __all__ = [
     "render_index",
     "render_markdown",
     "render_report",
+    "resolve_repeats",
     "response_masks",
     "run_audit",
     "state_responses",
+    "stochastic_warnings",
     "step_summary",
     "stream_warning",
     "strict_json",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ._audit import AuditResult, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._publish import check_different_run, locked_out
 from ._render import write_results
+from ._stochastic import resolve_repeats, stochastic_warnings
 
 __all__ = ["API_COMMAND", "api_arguments", "audit", "run_audit", "write_audit"]
 
@@ -47,6 +49,7 @@ def run_audit(
     prepared: PreparedReplay | None = None,
     before_replay: Callable[[Any], None] | None = None,
     expect: Mapping[str, Any] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> AuditResult:
     """Run an audit of ``agent`` under ``settings`` and return its :class:`AuditResult`.
 
@@ -59,13 +62,20 @@ def run_audit(
     reuses a prepared replay (several agents on one plan); ``before_replay(plan)`` runs once the plan is known.
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds", ...}``, see
     :func:`~replaylens.report.parse_expectations`; read after ``before_replay``), judged in the summary's
-    ``verdict``.
+    ``verdict``.  ``on_warning`` receives each warning line (default: :func:`warnings.warn`).
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
+    repeats = resolve_repeats(settings.repeats, agent, settings.rng)  # 2 for a declared stochastic agent
+    warns = stochastic_warnings(agent, history, repeats, settings.rng)
+    for w in warns:  # a stochastic agent read from one independent repeat, or an undeclared one
+        if on_warning is not None:
+            on_warning(w)
+        else:
+            warnings.warn(w, UserWarning, stacklevel=2)
     plan = prepared.plan if prepared is not None else plan_replay(
-        history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws,
-        repeats=settings.repeats, seed=settings.seed)
+        history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws, repeats=repeats,
+        seed=settings.seed, rng=settings.rng)
     if arguments is None:
         command = API_COMMAND
         arguments = api_arguments(history, futures, evaluator, agent, plan, settings)
@@ -80,7 +90,7 @@ def run_audit(
             stack.enter_context(locked_out(Path(journal)))
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
-                      expect=expect)
+                      expect=expect, warns=warns)
         if out is not None:
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
                         command=command, arguments=arguments)
@@ -110,7 +120,8 @@ def write_audit(result: AuditResult, out: str | Path, *, history: History, futur
 def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, settings: AuditSettings,
          plan: Any, *, journal: str | Path | None, arguments: dict[str, Any], restart: bool,
          progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
-         before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None) -> AuditResult:
+         before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
+         warns: Sequence[str] = ()) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     kw: dict[str, Any] = dict(path=settings.path, progress=progress, restart=restart,
@@ -126,7 +137,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     info = {"state_response": state_responses(history, futures, evaluator, agent, plan),
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,
-            "level": settings.level, "path": dec.path}
+            "level": settings.level, "path": dec.path, "rng": plan.rng, "warnings": list(warns)}
     if expect:
         info["expectations"] = _declared(expect, plan)
     return AuditResult(dec, tuple(rows), settings.seed, settings.n_resamples, settings.level, agent, info)
@@ -170,8 +181,9 @@ def audit(
     cells: str | Sequence[str] = DEFAULT_CELLS,
     maps: str | Sequence[str] | None = None,
     draws: int | Sequence[SlotSpec] = 1,
-    repeats: int = 1,
+    repeats: int | None = None,
     seed: int = 0,
+    rng: str = "independent",
     n_resamples: int = DEFAULT_RESAMPLES,
     level: float = DEFAULT_LEVEL,
     path: str = "auto",
@@ -199,7 +211,7 @@ def audit(
     settings = AuditSettings(
         cells=tuple(cells.split(",")) if isinstance(cells, str) else tuple(cells),
         maps=maps if maps is None or isinstance(maps, str) else tuple(maps),
-        draws=draws if isinstance(draws, int) else tuple(draws), repeats=repeats, seed=seed,
+        draws=draws if isinstance(draws, int) else tuple(draws), repeats=repeats, seed=seed, rng=rng,
         n_resamples=n_resamples, level=level, path=path,
         execution=Execution(backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
                             shard_memory=shard_memory))

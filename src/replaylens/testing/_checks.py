@@ -1,9 +1,14 @@
 """Conformance kit for a user's writer/policy (like scikit-learn's ``check_estimator``).
 
-``check_writer(agent)`` replays every cell on the built-in bandit substrate and reports, per
-relation, whether the agent's decisions depend on it, whether each declared invariance
-(``Agent.invariant_to``) holds exactly, and general contract checks: determinism, no mutation of
-the input state, and — when the agent has an array form — exact agreement with the per-record path.
+``check_writer(agent)`` replays every cell on the built-in bandit substrate (or the user's own
+history, future tasks and utilities) and reports, per relation, whether the agent's decisions depend
+on it, whether each declared invariance (``Agent.invariant_to``, a statement about *decisions*) holds
+exactly, and general contract checks: determinism, no mutation of the input state, and — when the
+agent has an array form — exact agreement with the per-record path.  The state-level response is
+information, never a violation.  A declared stochastic agent is read with two repeats under common
+random numbers (``rng="common"``): aligned and intervened decisions share their draws, so a decision
+that ignores a relation reads exactly zero.  An agent that raises on masked (NaN) outcomes gets that
+as the mask relation's finding while the other relations are still checked.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from ..agents import Agent, FutureInput, TaskInput, as_agent
 from ..bandit import make_bandit
 from ..errors import AgentRaised, ConfigError
 from ..readouts import a_rekey, direct_action_contrast
+from ..records import Evaluator, FutureTasks, History
 from ..replay import Decisions, prepare_replay, replay, state_fingerprinter, state_response
+from ..report import distinct_answers
 
 __all__ = ["CheckResult", "RelationCheck", "WriterReport", "check_writer"]
 
@@ -45,6 +52,7 @@ class RelationCheck:
     declared_invariant: bool
     state_changed: int | None = None  # states (stream × prefix end) that differ from aligned; None: not read
     states: int = 0
+    finding: str | None = None  # the relation could not be replayed (e.g. the agent cannot take NaN outcomes)
 
     @property
     def depends(self) -> bool:
@@ -56,7 +64,22 @@ class RelationCheck:
 
     @property
     def violated(self) -> bool:
-        return self.declared_invariant and (self.depends or self.state_depends)
+        """A declared invariance is about decisions: violated when a decision changed."""
+        return self.declared_invariant and self.depends
+
+    @property
+    def reason(self) -> str:
+        """One line: why this relation failed, or what was found about it."""
+        if self.finding is not None:
+            return f"{self.relation}: {self.finding}"
+        if self.violated:
+            return (f"{self.relation}: declared invariant, but {self.changed} of {self.decisions} decisions "
+                    f"changed ({self.description})")
+        if self.state_depends:
+            return (f"{self.relation}: the state changed in {self.state_changed} of {self.states} states "
+                    f"(information: {'no decision changed' if not self.depends else 'decisions changed too'}; "
+                    "declarations are judged on decisions)")
+        return f"{self.relation}: {self.status}"
 
     @property
     def state(self) -> str:
@@ -65,11 +88,13 @@ class RelationCheck:
 
     @property
     def status(self) -> str:
+        if self.finding is not None:
+            return "not replayed (see finding)"
         if self.declared_invariant:
             if self.depends:
                 return "VIOLATED (declared invariant)"
             if self.state_depends:
-                return "VIOLATED at the state level (declared invariant; no decision changed)"
+                return "ok (declared invariant: no decision changed; the state changes)"
             return "ok (declared invariant, exactly zero)"
         if not self.depends and self.state_depends:
             return "no decision change, but the state changes"
@@ -98,6 +123,15 @@ class WriterReport:
     def passed(self) -> bool:
         return all(c.passed for c in self.checks) and not any(r.violated for r in self.relations)
 
+    def failures(self) -> list[str]:
+        """One line per failure, with its reason (violated declarations, then failed checks)."""
+        return [r.reason for r in self.relations if r.violated] + \
+            [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
+
+    def notes(self) -> list[str]:
+        """One line per finding that is information, not failure (state-level responses, relations not replayed)."""
+        return [r.reason for r in self.relations if r.finding is not None or (r.state_depends and not r.violated)]
+
     def depends_on(self) -> list[str]:
         return [r.relation for r in self.relations if r.depends]
 
@@ -116,34 +150,45 @@ ALL_CELLS = ("value", "pair", "key_slot", "mask", "reorder", "rename")
 
 
 def check_writer(agent: Agent | Any, *, n_streams: int = 8, seed: int = 0,
-                 cells: str | tuple[str, ...] = ALL_CELLS) -> WriterReport:
+                 cells: str | tuple[str, ...] = ALL_CELLS,
+                 data: tuple[History, FutureTasks, Evaluator] | None = None) -> WriterReport:
     """Run the conformance checks on ``agent`` (an Agent or anything with ``.agent()``; a few seconds for
-    array agents).  ``cells`` picks the replayed relations (the rekey relation is always read)."""
+    array agents).  ``cells`` picks the replayed relations (the rekey relation is always read); ``data``
+    (history, future tasks, utilities) replaces the built-in bandit of ``n_streams`` streams."""
     agent = as_agent(agent)
-    sub = make_bandit(n_streams=n_streams, slots_per_block=16, n_future=6, rng=seed + 11)
-    h, f, e = sub.history, sub.futures, sub.evaluator
+    if data is None:
+        sub = make_bandit(n_streams=n_streams, slots_per_block=16, n_future=6, rng=seed + 11)
+        h, f, e = sub.history, sub.futures, sub.evaluator
+    else:
+        h, f, e = data
+    # a stochastic agent: two repeats with common random numbers (exact zero for an ignored relation)
+    kw: dict[str, Any] = {"repeats": 2, "rng": "common"} if agent.stochastic else {}
     chosen = tuple(c.strip() for c in (cells.split(",") if isinstance(cells, str) else cells) if c.strip())
     cell_list = ",".join(chosen)
     for c in chosen:
         if c not in RELATIONS or c == "rekey":
             raise ConfigError(f"unknown cell {c!r} in cells; choose from {', '.join(ALL_CELLS)}")
+    findings: dict[str, str] = {}
     try:
-        dec = replay(h, f, e, agent, cells=cell_list, seed=seed, path="auto")
+        dec = replay(h, f, e, agent, cells=cell_list, seed=seed, path="auto", **kw)
     except AgentRaised as exc:
         if "mask" not in chosen:
             raise
         rest = ",".join(c for c in chosen if c != "mask")
         try:  # did the masked (NaN) outcomes cause it?  The same replay without mask tells.
-            replay(h, f, e, agent, cells=rest, seed=seed, path="auto")
+            dec = replay(h, f, e, agent, cells=rest, seed=seed, path="auto", **kw)
         except AgentRaised:
             raise exc from exc.exc
-        hint = (f"agent raised on a masked (NaN) outcome in cell mask; handle NaN or run without it "
-                f"(--cells {rest})")
-        raise AgentRaised(agent.name, exc.call, {**exc.where, "cell": "mask"}, exc.exc, hint=hint) from exc.exc
+        findings["mask"] = f"cannot take masked (NaN) outcomes ({type(exc.exc).__name__} in {exc.call})"
+        cell_list = rest
     declared = set(agent.invariant_to)
     rels: list[RelationCheck] = []
     prepared = prepare_replay(h, f, e, cells=cell_list, seed=seed) if state_fingerprinter(agent) else None
     for cell in chosen:
+        if cell in findings:
+            rels.append(RelationCheck(cell, RELATIONS[cell], float("nan"), 0, 0, cell in declared,
+                                      finding=findings[cell]))
+            continue
         ch, n = _changed(dec, cell)
         sr = None if prepared is None or cell == "rename" else \
             state_response(prepared.plan, prepared.streams, agent, cell)
@@ -153,13 +198,13 @@ def check_writer(agent: Agent | Any, *, n_streams: int = 8, seed: int = 0,
     rels.append(RelationCheck("rekey", RELATIONS["rekey"], a_rekey(dec).estimate, ch,
                               int(dec.actions[0][1:].size), "rekey" in declared))
     checks: list[CheckResult] = []
-    again = replay(h, f, e, agent, cells=cell_list, seed=seed, path="auto")
+    again = replay(h, f, e, agent, cells=cell_list, seed=seed, path="auto", **kw)
     checks.append(CheckResult("deterministic given the seed", again.equals(dec),
                               "two runs with the same seed gave identical decisions" if again.equals(dec)
                               else "two runs with the same seed gave different decisions (randomness outside "
                                    "the rng handed to act?)"))
     if agent.array is not None:
-        ref = replay(h, f, e, agent, cells=cell_list, seed=seed, path="reference")
+        ref = replay(h, f, e, agent, cells=cell_list, seed=seed, path="reference", **kw)
         same = ref.equals(dec)
         n_diff = int((ref.actions != dec.actions).sum())
         checks.append(CheckResult("array path == per-record path", same,
@@ -168,24 +213,19 @@ def check_writer(agent: Agent | Any, *, n_streams: int = 8, seed: int = 0,
     if not agent.stochastic:
         checks.append(_undeclared_stochastic(agent, h))
     return WriterReport(agent.name, tuple(rels), tuple(checks),
-                        {"streams": n_streams, "seed": seed, "decisions": int(dec.actions.size)})
+                        {"streams": len(h.streams), "seed": seed, "decisions": int(dec.actions.size),
+                         "repeats": dec.plan.repeats, "rng": dec.plan.rng,
+                         "data": "built-in bandit" if data is None else "user data"})
 
 
 def _undeclared_stochastic(agent: Agent, history: Any, n_asks: int = 8) -> CheckResult:
     """Ask the same decision several times with different per-decision generators: a deterministic
     agent must answer the same each time."""
-    state = agent.writer.init_state()
-    recs = list(history.records(history.streams[0]))[:24]
-    for r in recs:
-        task = TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
-        state = agent.writer.update(state, task, agent.namespace.kappa(r.key), r.outcome)
-    fut = FutureInput(recs[0].stream, recs[0].family, recs[0].context, "probe", 0, recs[-1].slot)
-    menu = tuple(agent.namespace.show(k) for k in dict.fromkeys(r.key for r in history.records(history.streams[0])))
-    answers = {str(agent.policy.act(state, fut, menu, np.random.default_rng(i))) for i in range(n_asks)}
-    ok = len(answers) == 1
+    answers = distinct_answers(agent, history, n_asks)
+    ok = answers == 1
     return CheckResult("deterministic agent answers the same decision the same way", ok,
                        "the same decision asked 8 times gave one answer" if ok else
-                       f"the same decision asked {n_asks} times gave {len(answers)} different answers: the agent "
+                       f"the same decision asked {n_asks} times gave {answers} different answers: the agent "
                        "is stochastic but not declared so; declare stochastic=True and audit with --repeats 2")
 
 

@@ -121,7 +121,7 @@ def _estimate_joint(spec: str, base_url: str | None, api_key_env: str, env_file:
     if spec.startswith("local/"):  # the request ids do not matter here: no model needs loading
         backend = type("_Local", (), {"settings": ModelSettings("local", spec)})()
     else:
-        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+        backend = make_backend(spec, base_url=base_url, api_key_env=None, env_file=env_file,  # sends nothing
                                response_format=response_format)
         if hasattr(backend, "resolve_format"):
             backend.resolve_format(None, probe=False)

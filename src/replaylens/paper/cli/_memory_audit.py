@@ -104,7 +104,7 @@ def _estimate_memory(spec: str, base_url: str | None, api_key_env: str, env_file
     if spec.startswith(("local/", "scripted/")):
         backend = type("_Settings", (), {"settings": ModelSettings(spec.partition("/")[0], spec)})()
     else:
-        backend = make_backend(spec, base_url=base_url, api_key_env=api_key_env or None, env_file=env_file,
+        backend = make_backend(spec, base_url=base_url, api_key_env=None, env_file=env_file,  # sends nothing
                                response_format=response_format)
         backend.resolve_format(None, probe=False)
     reqs = development_design().requests(backend.settings.digest())
