@@ -1,6 +1,6 @@
 """Calibrate the stated token approximation of ``--estimate`` (issue 23 point 6).
 
-Builds every request of the built-in example (docs/llm.md's worked example: the demo bandit with 4 streams,
+Builds every request of the built-in example (docs/guide/llm.md's worked example: the demo bandit with 4 streams,
 cells value and rename, map 1032) exactly as ``--estimate`` does, counts each chat request with the embedded
 SmolLM2's own tokenizer and chat template (json_object and json_schema modes), and prints the ratio of those
 counts to the pre-tokenizer piece count and the per-message template tokens.  Needs the ``local`` extra.
@@ -16,7 +16,7 @@ from replaylens.llm import embedded_model_path, make_agent
 from replaylens.llm._backends import format_messages
 from replaylens.llm._budget import APPROX_PIECES, TokenCounter
 from replaylens.replay import replay
-from replaylens.substrates import make_bandit
+from replaylens.bandit import make_bandit
 
 
 def main() -> None:

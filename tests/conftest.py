@@ -7,13 +7,20 @@ breast-cancer (exported from scikit-learn's bundled copy, no network) and wine-r
 """
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from _registry import registry_unreachable
+# tests/ mirrors the package tree; a few test modules share helpers with a sibling module in another folder
+# (``from test_report_html import offline_problems``): every test folder is importable, whatever is collected
+for _d in sorted({p.parent for p in Path(__file__).parent.rglob("test_*.py")}):
+    if str(_d) not in sys.path:
+        sys.path.append(str(_d))
+
+from _registry import registry_unreachable  # noqa: E402
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
 settings.load_profile("ci")

@@ -7,7 +7,7 @@
 * :class:`Budget` / :func:`estimate_requests` — run budgets and the no-call cost estimate;
 * :class:`FakeOpenAIServer` — a fault-injecting local endpoint for tests and benchmarks.
 
-See docs/llm.md.
+See docs/guide/llm.md.
 """
 
 from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress, run_sync

@@ -30,5 +30,5 @@ def load_memory_factory(spec: str) -> Callable[[], Any]:
     missing = [m for m in ("ingest", "export", "retrieve") if not callable(getattr(probe, m, None))]
     if missing:
         raise ConfigError(f"{spec} returned {type(probe).__name__}, which lacks {', '.join(missing)}() "
-                          "(see docs/memory.md)")
+                          "(see docs/guide/memory.md)")
     return factory

@@ -1,4 +1,4 @@
-"""Typed histories, future task sets and evaluators, with validated IO (``docs/schema.md``)."""
+"""Typed histories, future task sets and evaluators, with validated IO (``docs/guide/schema.md``)."""
 
 from ._columns import Field, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, block_name

@@ -1,6 +1,6 @@
 """Reading and writing histories, future task sets and utility tables (JSONL, CSV, Parquet).
 
-The schema is documented in ``docs/schema.md``.  Every reader validates as it goes and raises
+The schema is documented in ``docs/guide/schema.md``.  Every reader validates as it goes and raises
 :class:`~replaylens.errors.InputError` naming the file, line and field of the first problem.
 """
 
@@ -236,7 +236,7 @@ def _arrow_jsonl(p: Path, required: str = "outcome") -> Any:
 
 
 def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> History:
-    """Read and validate a history file (JSONL, CSV or Parquet; see docs/schema.md).
+    """Read and validate a history file (JSONL, CSV or Parquet; see docs/guide/schema.md).
 
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""

@@ -19,7 +19,7 @@ from ._group import paper
 @click.option("--issue", "issue", default=None, help="With --all or --list: only the reproductions of this issue.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per compared cell.")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the rows as markdown (docs/reproduction.md is generated this way); when only "
+              help="Also write the rows as markdown (docs/paper/reproduction.md is generated this way); when only "
                    "some reproductions run and FILE exists, their sections are replaced and the totals recounted.")
 @user_errors
 def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None, as_json: bool,

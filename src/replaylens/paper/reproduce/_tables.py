@@ -81,7 +81,7 @@ def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
 
 
 def paper_table_lines(body: list[str]) -> list[str]:
-    """The "Paper tables" section of docs/reproduction.md."""
+    """The "Paper tables" section of docs/paper/reproduction.md."""
     _, anchors = _rows_by_label(body)
     statuses = paper_table_status(body)
     n = Counter(t.status for t in statuses)

@@ -1,5 +1,5 @@
 """Tool-using agents: a resource-limited sandbox for candidate code and the code-debugging substrate
-(C5) with sealed hidden evaluation (C7). See docs/tools.md."""
+(C5) with sealed hidden evaluation (C7). See docs/paper/tools.md."""
 
 from ._debug_run import DebugRun
 from ._debugging import (

@@ -1,6 +1,6 @@
 """Run untrusted candidate code in a contained subprocess and count passing tests.
 
-Containment rests on the operating system (see "Trust boundary" in docs/tools.md):
+Containment rests on the operating system (see "Trust boundary" in docs/paper/tools.md):
 
 * **bubblewrap** (``_jail.bwrap_argv``): fresh user, mount, pid, network, ipc, uts and cgroup namespaces;
   uid/gid 65534 with no capabilities; a filesystem holding only the shared libraries, the interpreter's

@@ -12,7 +12,7 @@ y(q) = Σ_k exp(−‖q − s_k‖²/2) + N(0, τ_ctx²).  Each arm makes 10 que
 Two constants are tuned away from the spec's REC (grid half-width 1.2, adaptive/replicate starting
 at the centre) so that ``mixed`` dominates source adaptation in every stream, the paper's only hard
 constraint (with the REC values ``adaptive`` beats ``mixed`` in source/high adaptation); see
-docs/decisions-synthetic.md.
+docs/paper/decisions-synthetic.md.
 
 Estimate: the 3 queried locations with the highest observed y (first on ties); utility
 exp(−MSE/1.3) with MSE = min over the 3! assignments π of (1/3) Σ_k ‖ŝ_k − s_π(k)‖².
@@ -36,7 +36,7 @@ SOURCE_SD = (1.15, 0.62, 0.90)  # by phase: development, adaptation, future
 SOURCE_NOISE = (0.22, 0.75)  # by context: low, high
 N_QUERIES = 10
 N_SOURCES = 3
-GRID_EXTENT = 1.5  # tuned (REC: 1.2), see docs/decisions-synthetic.md
+GRID_EXTENT = 1.5  # tuned (REC: 1.2), see docs/paper/decisions-synthetic.md
 GRID = np.array([(a, b) for a in (-GRID_EXTENT, 0.0, GRID_EXTENT) for b in (-GRID_EXTENT, 0.0, GRID_EXTENT)])
 START = GRID[0]  # first query of adaptive and replicate: tuned (REC: the centre (0, 0))
 RADII = (0.9, 0.35)
