@@ -1,5 +1,6 @@
 """Issue 26, point 4: the jail's aggregate quotas are configured, documented with their values, and the missing
-seccomp layer on other architectures is said once (the attacks themselves: tests/paper/tools/hostile/*_fill, nested_userns)."""
+seccomp layer on other architectures is said once (the attacks themselves: tests/paper/tools/hostile/*_fill,
+nested_userns)."""
 
 from __future__ import annotations
 

@@ -117,7 +117,8 @@ CONTRAST_NOTE = ("descriptive contrast on the rebuilt substrate; tolerance 0.005
 OCRR_NOTE = ("primary OCRR (partB §3.6 CHOICE), blocks visited breast cancer first: the empty state ties all arms "
              "at 0.78 and picks `replicate` (lexicographically largest), and breast-cancer utilities keep it ahead, "
              "so the breast-cancer trace is `replicate` only (future 0.801 vs `mixed` 0.833 iid, 0.769 vs 0.756 "
-             "shifted); root cause = the unstated block order (docs/paper/reproduction-notes.md, issue 14 (d)): with red "
+             "shifted); root cause = the unstated block order (docs/paper/reproduction-notes.md, issue 14 (d)): "
+             "with red "
              "wine visited first (the appendix's order) the wine global prior picks the breast-cancer arm and the "
              "breast-cancer ΔU_O−N become −0.59/−0.10, pooled O−N −2.09, O−Shuffled +2.83 (10^-3)")
 LEVEL_TOL = 0.03
