@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from _storecases import build, census_corpus, corpus, tie_corpus
 
-from replaylens.stores import ExactStore, HashingEmbedder, Hit, VectorStore
+from replaylens.stores import ExactStore, HashingEmbedder, Hit, StoreItem, VectorStore
 
 # Measured with the real packages (versions in docs/stores/index.md) on census_corpus(): 24 planted pairs of equal
 # text in a few hundred records; per k, which of each pair ranks first. "first" (every pair: the earlier-inserted),
@@ -147,3 +147,24 @@ def test_measured_tie_break_direction(backend: str, k: int, tmp_path: Path) -> N
         assert {"first", "last"} <= set(seen), (backend, k, seen)
     else:
         assert set(seen) == {want}, (backend, k, seen)
+
+
+# Re-adding an id (the duplicate re-ingest migration): how many copies a query returns and whose metadata
+# survives ("new": the re-added record's, "old": the first one's, "both": two copies).
+REINGEST = {"exact": "new", "langgraph": "new", "qdrant": "new", "hnswlib": "new", "chroma": "old",
+            "faiss": "both", "mem0": "both"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_readding_an_id(backend: str, tmp_path: Path) -> None:
+    items = corpus(12)
+    store = build(backend, EMB, path=_path(backend, tmp_path, "dup"))
+    try:
+        store.add(items)
+        store.add([StoreItem(items[4].id, items[4].text, {"version": 2})])
+        hits = [h for h in store.query(items[4].text, 5) if h.id == items[4].id]
+    finally:
+        store.close()
+    versions = sorted(str(h.metadata.get("version", "old")) for h in hits)
+    want = REINGEST[backend]
+    assert versions == {"new": ["2"], "old": ["old"], "both": ["2", "old"]}[want], (backend, versions)
