@@ -223,21 +223,30 @@ def bench_backend(name: str, n: int, q: int, repeat: int) -> dict[str, float]:
         t0 = time.perf_counter()
         handle, nq = NATIVE[name](emb, items)
         t1 = time.perf_counter()
-        native = [nq(x) for x in queries]
-        t2 = time.perf_counter()
-        _close(handle)
         store = make_store(name, emb)
-        t3 = time.perf_counter()
+        t2 = time.perf_counter()
         store.add(items)
-        t4 = time.perf_counter()
-        adapted = [[h.id for h in store.query(x, K)] for x in queries]
-        t5 = time.perf_counter()
+        t3 = time.perf_counter()
+        out["native_ingest"].append(t1 - t0)
+        out["adapter_ingest"].append(t3 - t2)
+        native: list[list[str]] = []
+        adapted: list[list[str]] = []
+        for start in range(0, q, 50):  # query passes interleaved in slices, so machine load hits both alike
+            chunk = queries[start:start + 50]
+            t4 = time.perf_counter()
+            native += [nq(x) for x in chunk]
+            t5 = time.perf_counter()
+            adapted += [[h.id for h in store.query(x, K)] for x in chunk]
+            t6 = time.perf_counter()
+            out["native_query"].append(t5 - t4)
+            out["adapter_query"].append(t6 - t5)
+        _close(handle)
         store.close()
         agree &= native == adapted
-        out["native_ingest"].append(t1 - t0)
-        out["native_query"].append(t2 - t1)
-        out["adapter_ingest"].append(t4 - t3)
-        out["adapter_query"].append(t5 - t4)
+    n_slices = -(-q // 50)
+    for key in ("native_query", "adapter_query"):  # the best pass: per slice, the best over repeats
+        v = out[key]
+        out[key] = [sum(min(v[r * n_slices + i] for r in range(repeat)) for i in range(n_slices))]
     best = {k: min(v) for k, v in out.items()}
     return {**best, "records": n, "queries": q, "same_answers": float(agree),
             "ingest_ratio": best["adapter_ingest"] / best["native_ingest"],

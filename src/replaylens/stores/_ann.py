@@ -70,7 +70,7 @@ class FaissStore(_Vectors):
         threads = p.get_int("threads", 0, low=0)
         super().__init__(embedder, p.get_int("batch_size", 1024, low=1))
         p.done()
-        self._faiss: Any = import_backend("faiss", "faiss")
+        self._faiss: Any = import_backend("faiss", "the faiss store")
         if threads:
             self._faiss.omp_set_num_threads(threads)
         self.kind = kind
@@ -97,8 +97,9 @@ class FaissStore(_Vectors):
         if not self._ids:
             return []
         scores, labels = self._index.search(self._query_vector(text), min(k, len(self._ids)))
-        return [Hit(self._ids[int(i)], float(s), r + 1, self._meta[int(i)])
-                for r, (s, i) in enumerate(zip(scores[0], labels[0], strict=True)) if i >= 0]
+        ids, meta = self._ids, self._meta
+        return [Hit(ids[i], s, r + 1, meta[i])
+                for r, (s, i) in enumerate(zip(scores[0].tolist(), labels[0].tolist(), strict=True)) if i >= 0]
 
     def close(self) -> None:
         if self.path is not None:
@@ -129,7 +130,7 @@ class HnswlibStore(_Vectors):
         capacity = p.get_int("capacity", 1024, low=1)
         super().__init__(embedder, p.get_int("batch_size", 1024, low=1))
         p.done()
-        hnswlib: Any = import_backend("hnswlib", "hnswlib")
+        hnswlib: Any = import_backend("hnswlib", "the hnswlib store")
         self.path = path
         self._pos: dict[str, int] = {}
         self._index = hnswlib.Index(space="cosine", dim=embedder.dim)
@@ -165,8 +166,9 @@ class HnswlibStore(_Vectors):
         if not n:
             return []
         labels, dists = self._index.knn_query(self._query_vector(text), k=min(k, n), num_threads=self.num_threads)
-        return [Hit(self._ids[int(i)], 1.0 - float(d), r + 1, self._meta[int(i)])
-                for r, (i, d) in enumerate(zip(labels[0], dists[0], strict=True))]
+        ids, meta = self._ids, self._meta
+        return [Hit(ids[i], 1.0 - d, r + 1, meta[i])
+                for r, (i, d) in enumerate(zip(labels[0].tolist(), dists[0].tolist(), strict=True))]
 
     def close(self) -> None:
         if self.path is not None:

@@ -42,8 +42,8 @@ class ChromaStore:
                 hnsw[name] = p.get_int(key, 0, low=1)
         p.done()
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-        chromadb: Any = import_backend("chromadb", "chroma")
-        config: Any = import_backend("chromadb.config", "chroma")
+        chromadb: Any = import_backend("chromadb", "the chroma store")
+        config: Any = import_backend("chromadb.config", "the chroma store")
         settings = config.Settings(anonymized_telemetry=False)
         self.embedder = embedder
         self._persistent = path is not None

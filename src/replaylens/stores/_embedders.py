@@ -84,7 +84,7 @@ class WordLlamaEmbedder:
     name = "wordllama"
 
     def __init__(self, dim: int = 256, *, config: str = "l2_supercat") -> None:
-        wordllama = import_backend("wordllama", "wordllama embedder")
+        wordllama = import_backend("wordllama", "the wordllama embedder")
         self._dim = dim
         self.config = config
         try:

@@ -29,8 +29,8 @@ class LangGraphStore:
         p.done()
         if path is not None:
             raise ConfigError("the langgraph store (InMemoryStore) keeps nothing on disk: give no path")
-        memory: Any = import_backend("langgraph.store.memory", "langgraph")
-        base: Any = import_backend("langgraph.store.base", "langgraph")
+        memory: Any = import_backend("langgraph.store.memory", "the langgraph store")
+        base: Any = import_backend("langgraph.store.base", "the langgraph store")
         self._put_op = base.PutOp
         self.embedder = embedder
 

@@ -22,7 +22,7 @@ def _embedding_model(embedder: Embedder) -> Any:
     (its ``langchain`` provider needs the full ``langchain`` package), so the adapter builds the Memory with the
     ``openai`` provider (constructed, never called) and then sets this object as ``memory.embedding_model``,
     the single attribute through which mem0 embeds on add and search."""
-    base: Any = import_backend("mem0.embeddings.base", "mem0")
+    base: Any = import_backend("mem0.embeddings.base", "the mem0 store")
 
     class _Embedding(base.EmbeddingBase):  # type: ignore[misc]
         def embed(self, text: str, memory_action: str | None = None) -> list[float]:
@@ -61,7 +61,7 @@ class Mem0Store:
         except ValueError:
             raise ConfigError(f"mem0 store: parameter 'threshold' must be a number; got {raw!r}") from None
         os.environ.setdefault("MEM0_TELEMETRY", "False")
-        main: Any = import_backend("mem0", "mem0")
+        main: Any = import_backend("mem0", "the mem0 store")
         self.embedder = embedder
         self._tmp: str | None = None
         if path is None:

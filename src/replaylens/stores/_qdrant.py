@@ -34,8 +34,8 @@ class QdrantStore:
         self.collection = p.get_str("collection", "replaylens")
         self.batch_size = p.get_int("batch_size", 256, low=1)
         p.done()
-        qc: Any = import_backend("qdrant_client", "qdrant")
-        self._models: Any = import_backend("qdrant_client.models", "qdrant")
+        qc: Any = import_backend("qdrant_client", "the qdrant store")
+        self._models: Any = import_backend("qdrant_client.models", "the qdrant store")
         self.embedder = embedder
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)

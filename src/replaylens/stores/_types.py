@@ -94,22 +94,25 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
-def import_backend(module: str, backend: str) -> ModuleType:
-    """Import an optional backend package, or raise ConfigError with one line naming the extra to install."""
+def import_backend(module: str, what: str) -> ModuleType:
+    """Import an optional backend package for ``what`` ("the chroma store"), or raise ConfigError with one line
+    naming the extra to install."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ConfigError(f"the {backend} store needs the {module.split('.')[0]!r} package ({exc}); "
+        raise ConfigError(f"{what} needs the {module.split('.')[0]!r} package ({exc}); "
                           f"install it with: pip install '{EXTRA}'") from None
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm (float32, C-contiguous; the norm in float64); an all-zero row stays zero."""
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = np.array(x, dtype=np.float64, ndmin=2)
     if x64.ndim != 2:
         raise ConfigError(f"embeddings must be a 2-d array; got shape {x64.shape}")
-    norms = np.sqrt(np.einsum("ij,ij->i", x64, x64))[:, None]
-    return np.ascontiguousarray(x64 / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", x64, x64))
+    norms[norms == 0] = 1.0
+    x64 /= norms[:, None]
+    return x64.astype(np.float32)
 
 
 def check_embedded(vectors: np.ndarray, n: int, embedder: Embedder) -> np.ndarray:
@@ -117,15 +120,28 @@ def check_embedded(vectors: np.ndarray, n: int, embedder: Embedder) -> np.ndarra
     v = np.asarray(vectors, dtype=np.float32)
     if v.shape != (n, embedder.dim):
         raise ConfigError(f"embedder {embedder.fingerprint()} returned shape {v.shape}, expected {(n, embedder.dim)}")
-    if not np.isfinite(np.einsum("ij->", v, dtype=np.float64)) and not np.all(np.isfinite(v)):
+    if not np.isfinite(v).all():
         raise ConfigError(f"embedder {embedder.fingerprint()} returned a non-finite value")
     return v
 
 
 def embed_checked(embedder: Embedder, texts: Sequence[str], *, unit: bool = False) -> np.ndarray:
-    """``embedder.embed(texts)`` validated (float32, ``(len(texts), dim)``, finite), unit rows if ``unit``."""
-    v = check_embedded(embedder.embed(texts), len(texts), embedder)
-    return unit_rows(v) if unit else v
+    """``embedder.embed(texts)`` validated (float32, ``(len(texts), dim)``, finite), unit rows if ``unit`` (the same
+    rows as ``unit_rows``; there a non-finite value shows in its row's squared norm)."""
+    if not unit:
+        return check_embedded(embedder.embed(texts), len(texts), embedder)
+    v = np.asarray(embedder.embed(texts), dtype=np.float32)
+    if v.shape != (len(texts), embedder.dim):
+        raise ConfigError(f"embedder {embedder.fingerprint()} returned shape {v.shape}, "
+                          f"expected {(len(texts), embedder.dim)}")
+    x64 = v.astype(np.float64)
+    sq = np.einsum("ij,ij->i", x64, x64)
+    if not np.isfinite(sq).all():
+        raise ConfigError(f"embedder {embedder.fingerprint()} returned a non-finite value")
+    norms = np.sqrt(sq)
+    norms[norms == 0] = 1.0
+    x64 /= norms[:, None]
+    return x64.astype(np.float32)
 
 
 def check_k(k: int) -> int:
