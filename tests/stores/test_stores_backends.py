@@ -168,3 +168,37 @@ def test_readding_an_id(backend: str, tmp_path: Path) -> None:
     versions = sorted(str(h.metadata.get("version", "old")) for h in hits)
     want = REINGEST[backend]
     assert versions == {"new": ["2"], "old": ["old"], "both": ["2", "old"]}[want], (backend, versions)
+
+
+@pytest.mark.parametrize("backend", sorted(PERSISTENT))
+def test_reopening_a_persistent_store(backend: str, tmp_path: Path) -> None:
+    items = corpus(30)
+    queries = [it.text for it in items[::6]] + ["cache crash"]
+    store = build(backend, EMB, path=tmp_path / backend)
+    try:
+        store.add(items)
+        before = _hits(store, queries, 5)
+    finally:
+        store.close()
+    again = build(backend, EMB, path=tmp_path / backend)
+    try:
+        after = _hits(again, queries, 5)
+    finally:
+        again.close()
+    assert [[h.id for h in hs] for hs in after] == [[h.id for h in hs] for hs in before]
+
+
+def test_faiss_hnsw_index_params(tmp_path: Path) -> None:
+    items = corpus(40)
+    params = {"index": "hnsw", "M": 8, "ef_construction": 32, "ef": 64}
+    runs = []
+    for b in range(2):
+        store = build("faiss", EMB, path=tmp_path / f"h{b}", params=params)
+        try:
+            store.add(items)
+            assert store._index.hnsw.efSearch == 64  # type: ignore[attr-defined]
+            runs.append(_hits(store, [it.text for it in items[::5]], 5))
+        finally:
+            store.close()
+    assert [[h.id for h in hs] for hs in runs[0]] == [[h.id for h in hs] for hs in runs[1]]
+    assert [hs[0].id for hs in runs[0]] == [it.id for it in items[::5]]
