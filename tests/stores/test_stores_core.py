@@ -145,3 +145,18 @@ def test_a_broken_embedder_is_one_clear_error(mode: str, msg: str) -> None:
     store = ExactStore(_Bad(mode))
     with pytest.raises(ConfigError, match=msg):
         store.add([StoreItem("a", "x"), StoreItem("b", "y")])
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), min_size=1, max_size=25),
+       st.integers(1, 6))
+def test_exact_store_any_batching_equals_one_item_at_a_time(log: list[tuple[int, int]], batch: int) -> None:
+    """The all-new fast path and the re-add path give the state of ingesting one item at a time."""
+    items = [StoreItem(f"id{i}", f"text {t} of task {t % 3}", {"n": n}) for n, (i, t) in enumerate(log)]
+    emb = HashingEmbedder(32)
+    one = ExactStore(emb, params={"batch_size": 1})
+    for it in items:
+        one.add([it])
+    many = ExactStore(emb, params={"batch_size": batch})
+    many.add(items)
+    for q in ("text 1", "task 2", "text 5 of task 2"):
+        assert one.query(q, 8) == many.query(q, 8)

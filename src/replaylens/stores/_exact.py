@@ -58,23 +58,31 @@ class ExactStore:
             self._add_vectors(batch, vecs)
 
     def _add_vectors(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
-        fresh: list[np.ndarray] = []
-        replaced: list[tuple[int, np.ndarray, Metadata]] = []
-        for it, v in zip(batch, vecs, strict=True):
+        ids = [it.id for it in batch]
+        if len(set(ids)) == len(ids) and self._pos.keys().isdisjoint(ids):  # all new: append in one go
+            start = len(self._ids)
+            self._pos.update(zip(ids, range(start, start + len(ids)), strict=True))
+            self._ids += ids
+            self._meta += [it.metadata for it in batch]
+            self._chunks.append(vecs.astype(np.float64))
+            return
+        fresh: list[int] = []
+        replaced: list[tuple[int, int, Metadata]] = []
+        for row, it in enumerate(batch):
             at = self._pos.get(it.id)
             if at is None:
                 self._pos[it.id] = len(self._ids)
                 self._ids.append(it.id)
                 self._meta.append(it.metadata)
-                fresh.append(v)
+                fresh.append(row)
             else:  # applied after this batch's new rows, in order: the same state as one item at a time
-                replaced.append((at, v, it.metadata))
+                replaced.append((at, row, it.metadata))
         if fresh:
-            self._chunks.append(np.asarray(fresh, dtype=np.float64))
+            self._chunks.append(vecs[fresh].astype(np.float64))
         if replaced:
             self._flush()
-            for at, v, md in replaced:
-                self._matrix[at] = v
+            for at, row, md in replaced:
+                self._matrix[at] = vecs[row]
                 self._meta[at] = md
 
     def _flush(self) -> None:
