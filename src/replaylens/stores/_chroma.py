@@ -56,6 +56,7 @@ class ChromaStore:
         self._name = collection
         self._coll = self._client.get_or_create_collection(collection, embedding_function=None,
                                                            configuration={"hnsw": hnsw})
+        self._count = self._coll.count()
 
     def _batches(self, items: Sequence[StoreItem]) -> list[list[StoreItem]]:
         """Consecutive batches of at most ``add_batch`` with no id twice (Chroma rejects that within one call)."""
@@ -75,10 +76,11 @@ class ChromaStore:
             write = self._coll.add if self.write == "add" else self._coll.upsert
             write(ids=[it.id for it in batch], embeddings=vecs, documents=[it.text for it in batch],
                   metadatas=[dict(it.metadata) or None for it in batch])
+        self._count = self._coll.count()  # once per add, not per query
 
     def query(self, text: str, k: int) -> list[Hit]:
         check_k(k)
-        n = self._coll.count()
+        n = self._count
         if not n:
             return []
         q = embed_checked(self.embedder, [text])
