@@ -40,6 +40,7 @@ from replaylens.agents import (
     order_sensitive_agent,
     relation_agent,
 )
+from replaylens.bandit import make_bandit
 from replaylens.inference import cluster_bootstrap, sign_flip_test
 from replaylens.readouts import (
     StreamValues,
@@ -50,7 +51,6 @@ from replaylens.readouts import (
     gamma,
 )
 from replaylens.replay import plan_replay, replay
-from replaylens.substrates import make_bandit
 
 SUBSTRATE_SEED = 20261121
 CONTEXTS = ("c1", "c2", "c3", "c4")

@@ -35,11 +35,11 @@ import time
 
 import numpy as np
 
-from replaylens.controllers import AgentController, ocrr_agent, run_closed_loop
 from replaylens.maps import SlotSpec
-from replaylens.operators import canonical_operators
+from replaylens.paper.controllers import AgentController, ocrr_agent, run_closed_loop
+from replaylens.paper.operators import canonical_operators
+from replaylens.paper.substrates.synthetic import build_synthetic
 from replaylens.replay import plan_replay, prepare_streams, run_shard
-from replaylens.substrates.synthetic import build_synthetic
 
 SEED = 20260822
 SIGMA = SlotSpec(value_seed=20260824, time_seed=20260822, reorder_seed=20260825)

@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 from replaylens.llm import (
-    PAPER_ACTIONS,
     Acquirer,
     AcquireSettings,
     FakeOpenAIServer,
@@ -45,6 +44,7 @@ from replaylens.llm import (
     render_prompt,
 )
 from replaylens.llm._store import open_store
+from replaylens.paper.joint import PAPER_ACTIONS
 
 ARMS = tuple(PAPER_ACTIONS)
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from replaylens.agents import Agent, FutureInput, TaskInput
+from replaylens.bandit import make_bandit
 from replaylens.replay import prepare_replay
-from replaylens.substrates import make_bandit
 
 
 class _NoState:

@@ -43,9 +43,9 @@ from replaylens.agents import (
     reference_agent,
     relation_agent,
 )
+from replaylens.bandit import make_bandit
 from replaylens.replay import ReplayPlan, StreamData, plan_replay, prepare_streams, run_shard
 from replaylens.replay._engine import block_vocabulary
-from replaylens.substrates import make_bandit
 
 SEED = 20261121
 CONTEXTS = ("c1", "c2", "c3", "c4")

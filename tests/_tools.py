@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from replaylens.tools import Suite, build_suite
+from replaylens.paper.tools import Suite, build_suite
 
 LEDGER_ROW = re.compile(r"^\d\d \| (\S+) \|", re.MULTILINE)
 """A ledger row of a tool prompt: ``NN | ID | value``; group 1 is the shown candidate / configuration ID."""

@@ -24,7 +24,7 @@ _DATA_PROBLEM: list[str] = []
 
 def _obtain(name: str, d: Path, cached: Path | None) -> None:
     """Fetch ``name`` into ``d``; offline, fall back to a verified copy from the caller's data directory."""
-    from replaylens.data import DataError, FetchError, fetch, verified_path
+    from replaylens.paper.data import DataError, FetchError, fetch, verified_path
 
     if name == "wine-red" and (why := registry_unreachable()) is not None:
         try:  # offline developer machine: re-verify (sha256) the copy in the original data directory

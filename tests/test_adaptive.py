@@ -93,7 +93,7 @@ def test_bad_input_is_one_clear_error() -> None:
 
 @pytest.fixture(scope="module")
 def bandit():  # type: ignore[no-untyped-def]
-    from replaylens.substrates import make_bandit
+    from replaylens.bandit import make_bandit
 
     return make_bandit(n_streams=160, slots_per_block=8, n_future=2, rng=3)
 
@@ -134,9 +134,9 @@ def test_cli_adaptive_writes_verdicts_and_reports_unsettled(tmp_path) -> None:  
 
     from click.testing import CliRunner
 
+    from replaylens.bandit import make_bandit
     from replaylens.cli._main import cli
     from replaylens.records import write_evaluator, write_futures, write_history
-    from replaylens.substrates import make_bandit
 
     sub = make_bandit(n_streams=12, slots_per_block=8, n_future=2, rng=3)
     h, f, u = (write_history(sub.history, tmp_path / "h.jsonl"), write_futures(sub.futures, tmp_path / "f.jsonl"),
@@ -156,10 +156,10 @@ def test_cli_adaptive_llm_through_the_fake_endpoint_equals_full_verdicts(tmp_pat
 
     from click.testing import CliRunner
 
+    from replaylens.bandit import make_bandit
     from replaylens.cli._main import cli
     from replaylens.llm import FakeOpenAIServer
     from replaylens.records import write_evaluator, write_futures, write_history
-    from replaylens.substrates import make_bandit
 
     sub = make_bandit(n_streams=24, slots_per_block=8, n_future=1, rng=3)
     h, f, u = (write_history(sub.history, tmp_path / "h.jsonl"), write_futures(sub.futures, tmp_path / "f.jsonl"),

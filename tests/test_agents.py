@@ -23,11 +23,15 @@ from replaylens.agents import (
     order_sensitive_agent,
     relation_agent,
 )
+from replaylens.bandit import BANDIT_ARMS, make_bandit
 from replaylens.maps import stream_perm
 from replaylens.readouts import a_rekey, mean_utility, oracle_agreement
-from replaylens.records import Evaluator, FutureTasks, History
+from replaylens.records import (
+    evaluator_from_rows,
+    futures_from_tasks,
+    history_from_records,
+)
 from replaylens.replay import replay, support_lookup
-from replaylens.substrates import BANDIT_ARMS, make_bandit
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +102,7 @@ def _audit_inputs(draw):
                     ev.append({"stream": s, "task": f"{s}-x{j}", "key": a,
                                "utility": draw(hs.sampled_from((0.0, 0.5, 1.0)))})
                 j += 1
-    return History.from_records(hist), FutureTasks.from_tasks(futs), Evaluator.from_rows(ev)
+    return history_from_records(hist), futures_from_tasks(futs), evaluator_from_rows(ev)
 
 
 @pytest.mark.parametrize("name", ["mean", "count", "latest", "best", "sum", "commutative", "order-sensitive"])
@@ -155,11 +159,11 @@ def test_alpha_scaling(bandit, factory) -> None:
 
 def _tie_inputs():
     """Key A: one record with c = +0.2; key B: two records with c = +0.1 each — an exact tie."""
-    h = History.from_records([
+    h = history_from_records([
         {"stream": "s", "family": "f", "context": "c", "slot": i, "task": f"t{i}", "key": k, "outcome": u}
         for i, (k, u) in enumerate([("A", 0.7), ("B", 0.6), ("B", 0.6)])])
-    f = FutureTasks.from_tasks([{"stream": "s", "family": "f", "context": "c", "task": "x", "menu": ["A", "B"]}])
-    e = Evaluator.from_rows([{"stream": "s", "task": "x", "key": a, "utility": 0.5} for a in "AB"])
+    f = futures_from_tasks([{"stream": "s", "family": "f", "context": "c", "task": "x", "menu": ["A", "B"]}])
+    e = evaluator_from_rows([{"stream": "s", "task": "x", "key": a, "utility": 0.5} for a in "AB"])
     return h, f, e
 
 
@@ -230,12 +234,12 @@ def test_support_lookup_matches_endpoint_and_has_no_response(bandit) -> None:
 
 
 def _one_block(records: list[tuple[str, float]], menu: list[str]):
-    h = History.from_records([
+    h = history_from_records([
         {"stream": "s", "family": "f", "context": "c", "slot": i, "task": f"t{i}", "key": k,
          "outcome": None if math.isnan(u) else u} for i, (k, u) in enumerate(records)])
-    f = FutureTasks.from_tasks([{"stream": "s", "family": "f", "context": "c", "task": "x", "menu": menu},
+    f = futures_from_tasks([{"stream": "s", "family": "f", "context": "c", "task": "x", "menu": menu},
                                 {"stream": "s", "family": "f", "context": "other", "task": "y", "menu": menu}])
-    e = Evaluator.from_rows([{"stream": "s", "task": t, "key": a, "utility": 0.5} for t in "xy" for a in menu])
+    e = evaluator_from_rows([{"stream": "s", "task": t, "key": a, "utility": 0.5} for t in "xy" for a in menu])
     return h, f, e
 
 

@@ -1,10 +1,13 @@
-"""Architecture rules: imports flow one way, and the public API is exactly what ``__all__`` says."""
+"""Architecture rules (docs/architecture.md): the product core's layers import one way, the paper wing sits on
+top and nothing outside it imports it, no package reaches into another's private module, the module graph
+(function-local imports included) has no cycle, and the public API is exactly what ``__all__`` says."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import pkgutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,82 +16,196 @@ import replaylens
 
 SRC = Path(replaylens.__file__).parent
 
-# Lower layers never import higher ones (records → maps → interventions → agents → replay →
-# readouts / inference → report → testing → experiments → cli).  errors and rng are the base.
-RANK = {
-    "errors": 0, "rng": 0, "_imports": 0, "_durable": 0,
+# The house, lowest first.  A layer imports only layers of lower rank (errors, rng and the root package's
+# shared internals _imports and _durable are the base).  llm, stores, memory and retrieval are product
+# integrations: above the core, below the CLI.  The paper wing is on top of everything.
+RANK: dict[str, float] = {
+    "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_version": 0,
+    "settings": 0.5,
     "records": 1,
-    "data": 1.5, "maps": 2, "substrates": 2,
+    "bandit": 1.5,
+    "maps": 2,
     "interventions": 3,
     "agents": 4,
-    "operators": 4.5, "learned": 4.5, "controllers": 4.5, "llm": 4.5, "fitted": 4.5, "persistent": 4.5,
-    "stores": 4.6,  # vector stores and embedders (an integration: imports only errors and _imports)
-    "memory": 4.7, "tools": 4.7,  # memory pipelines and tool environments run their agents through llm back-ends
     "replay": 5,
     "readouts": 6, "inference": 6,
     "report": 7,
-    "testing": 8, "reproduce": 8,
-    "api": 8.5,  # the package's public namespace (``from replaylens import X``)
-    "experiments": 9,
+    "testing": 8,
+    "llm": 8.5, "stores": 8.5,
+    "memory": 8.6,
+    "retrieval": 8.7,
+    "api": 9,  # the package's public namespace (``from replaylens import X``)
+    "pytest_plugin": 9.5,
     "cli": 10,
+    "paper": 20,
 }
+BASE = ("errors", "rng", "_imports", "_durable", "_version")
+CORE_LADDER = ("records", "maps", "interventions", "agents", "replay", "readouts", "report", "cli")
 
 
-def _layer(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] != "replaylens":
-        return None
-    if len(parts) < 2 or (parts[1] not in RANK and (SRC / parts[1]).exists() is False
-                          and not (SRC / f"{parts[1]}.py").exists()):
-        return "api"
-    return parts[1].removesuffix(".py")
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every ``replaylens`` module a file imports (module level and function-local), resolved to absolute
+    names; ``from pkg import name`` yields ``pkg.name`` when ``name`` is a submodule, else ``pkg``."""
     rel = path.relative_to(SRC.parent).with_suffix("")
     pkg_parts = list(rel.parts[:-1])  # the package a relative import is resolved against
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    out = []
+    out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg_parts[: len(pkg_parts) - node.level + 1]
                 mod = ".".join([*base, node.module] if node.module else base)
-                if node.module is None:
-                    out += [(node.lineno, f"{mod}.{a.name}") for a in node.names]
-                    continue
             else:
                 mod = node.module or ""
-            out.append((node.lineno, mod))
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                out.append((node.lineno, sub if _is_module(sub) else mod))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
-    return out
+    return [(line, m) for line, m in out if m.split(".")[0] == "replaylens"]
+
+
+def _is_module(name: str) -> bool:
+    parts = name.split(".")[1:]
+    p = SRC.joinpath(*parts)
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) < 2 or not _is_module(".".join(parts[:2])):
+        return "api"
+    return parts[1]
 
 
 def _source_files() -> list[Path]:
-    return sorted(p for p in SRC.rglob("*.py") if p.parent != SRC or p.name not in ("__init__.py", "__main__.py"))
+    return sorted(SRC.rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", _source_files(), ids=lambda p: str(p.relative_to(SRC)))
+def _own_layer(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    if len(rel.parts) == 1 and rel.name in ("__init__.py", "__main__.py"):
+        return "api"
+    return rel.parts[0].removesuffix(".py")
+
+
+def test_every_top_level_package_has_a_layer() -> None:
+    names = {m.name for m in pkgutil.iter_modules(replaylens.__path__)} - {"__main__"}
+    assert names - set(RANK) == set(), f"give these a layer in RANK: {sorted(names - set(RANK))}"
+
+
+@pytest.mark.parametrize("path", [p for p in _source_files() if _own_layer(p) != "api" or p.name == "__init__.py"],
+                         ids=lambda p: str(p.relative_to(SRC)))
 def test_imports_flow_one_way(path: Path) -> None:
-    own = path.relative_to(SRC).parts[0].removesuffix(".py")
-    assert own in RANK, f"{own} has no layer: add it to RANK"
+    own = _own_layer(path)
+    if path.relative_to(SRC).as_posix() == "__main__.py":
+        return
     for line, mod in _imports(path):
         other = _layer(mod)
-        if other is None or other == own:
+        if other == own:
             continue
         assert other in RANK, f"{path}:{line} imports unknown layer {other}"
-        base = ("errors", "rng", "_imports", "_durable")
-        assert RANK[other] < RANK[own] or (RANK[other] == RANK[own] and other in base), (
+        assert RANK[other] < RANK[own] or (RANK[other] == RANK[own] and other in BASE), (
             f"{path.relative_to(SRC)}:{line}: layer '{own}' must not import '{other}' "
-            f"(imports flow records → maps → interventions → agents → replay → readouts → report → cli)")
+            f"(imports flow {' → '.join(CORE_LADDER)}; integrations below cli; the paper wing on top)")
 
 
-def test_same_rank_layers_are_independent() -> None:
-    # readouts and inference share a rank: neither may import the other
-    for a, b in (("readouts", "inference"), ("inference", "readouts"), ("maps", "substrates")):
-        for path in (SRC / a).rglob("*.py"):
-            assert not any(_layer(m) == b for _, m in _imports(path)), f"{path} imports {b}"
+def test_nothing_outside_the_paper_wing_imports_it() -> None:
+    bad = [f"{p.relative_to(SRC)}:{line} imports {mod}" for p in _source_files() if _own_layer(p) != "paper"
+           for line, mod in _imports(p) if _layer(mod) == "paper"]
+    assert bad == []
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    """``replaylens.pkg._mod`` is pkg's own business; the root package's shared internals are the exception."""
+    bad = []
+    for p in _source_files():
+        me = _module_name(p)
+        for line, mod in _imports(p):
+            parts = mod.split(".")
+            for i in range(2, len(parts)):
+                if parts[i].startswith("_"):
+                    owner = ".".join(parts[:i])
+                    if not (me + ".").startswith(owner + "."):
+                        bad.append(f"{p.relative_to(SRC)}:{line} imports {mod}")
+                    break
+    assert bad == []
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for p in _source_files():
+        me = _module_name(p)
+        deps = graph.setdefault(me, set())
+        for _, mod in _imports(p):
+            # a module that imports ``pkg`` runs pkg/__init__; a submodule import runs its parents' too
+            parts = mod.split(".")
+            for k in range(2, len(parts) + 1):
+                target = ".".join(parts[:k])
+                if target != me and _is_module(target) and not (me + ".").startswith(target + "."):
+                    deps.add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    counter = [0]
+
+    def visit(v: str) -> Iterator[list[str]]:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                yield from visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                yield sorted(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            yield from visit(v)
+
+
+def test_module_graph_has_no_cycle() -> None:
+    """Function-local imports count: a cycle hidden behind one is still a cycle between concepts.  A package's
+    ``__init__`` importing its own modules is not an edge back from them."""
+    graph = _graph()
+    for mod, deps in graph.items():  # a module importing its own package's __init__ is the package itself
+        deps -= {d for d in deps if (mod + ".").startswith(d + ".")}
+    assert list(_cycles(graph)) == []
+
+
+def test_the_architecture_test_sees_a_violation() -> None:
+    """The checker resolves relative, function-local and ``from pkg import submodule`` imports (a rule that
+    cannot see an import would pass vacuously)."""
+    here = SRC / "cli" / "_app.py"
+    mods = {m for _, m in _imports(here)}
+    assert "replaylens.errors" in mods and "replaylens._imports" in mods
+    assert _layer("replaylens.paper.experiments.memory") == "paper"
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert list(_cycles(graph)) == [["a", "b", "c"]]
 
 
 def test_public_all_matches_exports() -> None:
@@ -99,14 +216,23 @@ def test_public_all_matches_exports() -> None:
     assert public - set(replaylens.__all__) - subpackages == set()
 
 
-@pytest.mark.parametrize("sub", sorted(m.name for m in pkgutil.iter_modules(replaylens.__path__)
-                                       if not m.name.startswith("_")))
-def test_subpackage_all_is_exact(sub: str) -> None:
-    mod = importlib.import_module(f"replaylens.{sub}")
+def _public_packages() -> list[str]:
+    out = []
+    for m in pkgutil.walk_packages(replaylens.__path__, "replaylens."):
+        if m.ispkg and not any(p.startswith("_") for p in m.name.split(".")[1:]):
+            out.append(m.name)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name", _public_packages())
+def test_subpackage_all_is_exact(name: str) -> None:
+    mod = importlib.import_module(name)
     names = getattr(mod, "__all__", None)
-    assert names is not None, f"replaylens.{sub} has no __all__"
+    if name == "replaylens.paper":
+        return  # the wing's root only documents its subpackages
+    assert names is not None, f"{name} has no __all__"
     for n in names:
-        assert hasattr(mod, n), f"replaylens.{sub}.__all__ lists missing {n}"
+        assert hasattr(mod, n), f"{name}.__all__ lists missing {n}"
     assert len(set(names)) == len(names)
 
 

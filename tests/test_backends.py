@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from conftest import require
 from replaylens.agents import Agent, FutureInput, HistoryReader, TaskInput, load_agent
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
 from replaylens.replay import prepare_replay, replay
-from replaylens.substrates import make_bandit
 
 backends_mod = importlib.import_module("replaylens.replay._backends")
 

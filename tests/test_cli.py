@@ -144,23 +144,23 @@ def test_validate(tmp_path: Path, demo_dir: Path) -> None:
 
 
 def test_reproduce_list_and_json() -> None:
-    res = CliRunner().invoke(cli, ["reproduce", "--list"])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "--list"])
     assert res.exit_code == 0 and "exact-zeros" in res.output
-    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--json"])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "exact-zeros", "--json"])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
     assert rows
     for r in rows:
         assert {"table", "row", "column", "paper", "ours", "tolerance", "status"} <= set(r)
         assert r["status"] == "match", r
-    res = CliRunner().invoke(cli, ["reproduce", "no-such-table"])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "no-such-table"])
     assert res.exit_code == 2
-    from replaylens.experiments import all_reproductions
+    from replaylens.paper.experiments import all_reproductions
 
-    res = CliRunner().invoke(cli, ["reproduce", "--list", "--issue", "3"])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "--list", "--issue", "3"])
     listed = {line.split()[0] for line in res.output.splitlines() if line.strip()}
     assert res.exit_code == 0 and listed == {k for k, r in all_reproductions().items() if r.issue == "3"}
-    res = CliRunner().invoke(cli, ["reproduce", "--list", "--issue", "no-such-issue"])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "--list", "--issue", "no-such-issue"])
     assert res.exit_code == 2 and "no reproduction belongs" in res.output
 
 
@@ -189,7 +189,7 @@ def test_python_dash_m_entry_point() -> None:
 
 def test_reproduce_markdown_is_generated_from_the_json_rows(tmp_path: Path) -> None:
     md = tmp_path / "repro.md"
-    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--json", "--markdown", str(md)])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "exact-zeros", "--json", "--markdown", str(md)])
     assert res.exit_code == 0
     rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]
     text = md.read_text()
@@ -221,23 +221,23 @@ def test_audit_agent_llm_with_a_scripted_model(tmp_path: Path, demo_dir: Path) -
 
 def test_data_example_then_audit_on_measured_outcomes(tmp_path: Path, public_data_dir: Path) -> None:
     ex = tmp_path / "example"
-    res = CliRunner().invoke(cli, ["data", "example", "--out", str(ex), "--streams", "3", "--data-dir",
+    res = CliRunner().invoke(cli, ["paper", "data", "example", "--out", str(ex), "--streams", "3", "--data-dir",
                                    str(public_data_dir)])
     assert res.exit_code == 0, res.output
     out = tmp_path / "audit"
     res = CliRunner().invoke(cli, [
         "audit", "--history", str(ex / "history.jsonl"), "--future", str(ex / "future.jsonl"),
-        "--utilities", str(ex / "utilities.jsonl"), "--agent", "replaylens.controllers:ocrr_agent",
+        "--utilities", str(ex / "utilities.jsonl"), "--agent", "replaylens.paper.controllers:ocrr_agent",
         "--cells", "value,pair", "--resamples", "200", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "reordering intact records (pair)" in res.output
-    res = CliRunner().invoke(cli, ["data", "example", "--out", str(tmp_path / "e2"), "--data-dir",
+    res = CliRunner().invoke(cli, ["paper", "data", "example", "--out", str(tmp_path / "e2"), "--data-dir",
                                    str(tmp_path / "empty")])
-    assert res.exit_code == 2 and "replaylens data fetch" in res.stderr
+    assert res.exit_code == 2 and "replaylens paper data fetch" in res.stderr
 
 
 def test_reanalyze_and_llm_validate_commands(tmp_path: Path) -> None:
-    from replaylens.tools import DebugRun, build_suite
+    from replaylens.paper.tools import DebugRun, build_suite
 
     run = DebugRun(tmp_path / "run", build_suite(11, families=("sign",), instances=(2,)), seed=3)
     run.freeze_manifest()
@@ -245,10 +245,10 @@ def test_reanalyze_and_llm_validate_commands(tmp_path: Path) -> None:
     run.seal()
     run.score()
     export = run.export(tmp_path / "export.json")
-    res = CliRunner().invoke(cli, ["reanalyze", str(export), "--json"])
+    res = CliRunner().invoke(cli, ["paper", "reanalyze", str(export), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["n_trajectories"] == 1 * 4 * 2
-    res = CliRunner().invoke(cli, ["reanalyze", str(tmp_path / "nope.json")])
+    res = CliRunner().invoke(cli, ["paper", "reanalyze", str(tmp_path / "nope.json")])
     assert res.exit_code == 2
     res = CliRunner().invoke(cli, ["llm", "validate", str(tmp_path)])
     assert res.exit_code == 2
@@ -256,7 +256,7 @@ def test_reanalyze_and_llm_validate_commands(tmp_path: Path) -> None:
 
 
 def test_reproduce_markdown_update_equals_a_full_render() -> None:
-    from replaylens.reproduce import render_reproduction_markdown, update_reproduction_markdown
+    from replaylens.paper.reproduce import render_reproduction_markdown, update_reproduction_markdown
 
     def rows(name: str, status: str, n: int) -> list[dict[str, object]]:
         return [{"reproduction": name, "table": "t", "row": f"r{i}", "column": "c", "paper": 0.5, "ours": 0.25 * i,
@@ -280,6 +280,6 @@ def test_reproduce_markdown_updates_one_section_of_the_committed_docs(tmp_path: 
     docs = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"
     copy = tmp_path / "reproduction.md"
     copy.write_bytes(docs.read_bytes())
-    res = CliRunner().invoke(cli, ["reproduce", "exact-zeros", "--markdown", str(copy)])
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "exact-zeros", "--markdown", str(copy)])
     assert res.exit_code == 0, res.output
     assert copy.read_text(encoding="utf-8") == docs.read_text(encoding="utf-8")

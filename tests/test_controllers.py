@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from replaylens.agents import FutureInput, TaskInput
-from replaylens.controllers import (
+from replaylens.bandit import make_bandit
+from replaylens.paper.controllers import (
     AgentController,
     ExtraSampling,
     GenericMemory,
@@ -22,9 +23,8 @@ from replaylens.controllers import (
     ocrr_agent,
     run_closed_loop,
 )
-from replaylens.controllers._ledger import OCRR, UCB1, LedgerState
+from replaylens.paper.controllers._ledger import OCRR, UCB1, LedgerState
 from replaylens.replay import replay
-from replaylens.substrates import make_bandit
 
 ARMS = ("coverage", "adaptive", "replicate", "mixed")
 STRATA = (("source", "low"), ("source", "high"), ("temporal", "low"), ("temporal", "high"),

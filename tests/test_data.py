@@ -1,4 +1,4 @@
-"""replaylens.data: real fetch paths, pinned checksums, typed errors naming the fix, directory overrides."""
+"""replaylens.paper.data: real fetch paths, pinned checksums, typed errors naming the fix, directory overrides."""
 
 from __future__ import annotations
 
@@ -13,18 +13,8 @@ import numpy as np
 import pytest
 
 from _registry import registry_unreachable
-from replaylens.data import (
-    DATASETS,
-    ENV_VAR,
-    DataError,
-    FetchError,
-    data_dir,
-    fetch,
-    file_sha256,
-    load,
-    status,
-)
 from replaylens.errors import ConfigError, InputError, ReplayLensError
+from replaylens.paper.data import DATASETS, ENV_VAR, DataError, FetchError, data_dir, fetch, file_sha256, load, status
 
 WINE_SHA = "3632ec04b3326f034c88a383282de6b4358ab931b452c2c366456b6200993d14"
 WINE_MEMBER = "dataprep/datasets/data/wine-quality-red.csv"
@@ -107,9 +97,9 @@ def test_missing_copy_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(DataError) as err:
         load("wine-red", data_dir=tmp_path)
     msg = str(err.value)
-    assert "replaylens data fetch wine-red" in msg and str(tmp_path / "wine-red.csv") in msg
+    assert "replaylens paper data fetch wine-red" in msg and str(tmp_path / "wine-red.csv") in msg
     assert isinstance(err.value, InputError) and isinstance(err.value, ReplayLensError)
-    assert err.value.fix.startswith("replaylens data fetch wine-red --data-dir ")
+    assert err.value.fix.startswith("replaylens paper data fetch wine-red --data-dir ")
     assert err.value.dataset == "wine-red" and err.value.line is None
 
 
@@ -122,7 +112,7 @@ def test_checksum_mismatch_on_load(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(DataError, match="fails verification") as err:
         load("breast-cancer", data_dir=tmp_path)
-    assert "replaylens data fetch breast-cancer" in str(err.value)
+    assert "replaylens paper data fetch breast-cancer" in str(err.value)
     # fetching again repairs the copy (a mismatching copy is never kept)
     fetch("breast-cancer", data_dir=tmp_path)
     assert load("breast-cancer", data_dir=tmp_path)[0].shape == (569, 30)
@@ -151,7 +141,7 @@ def test_pip_failure_is_a_clear_fetch_error(tmp_path: Path, monkeypatch: pytest.
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version that satisfies the "
                                            "requirement dataprep==0.4.1\nERROR: No matching distribution found")
 
-    monkeypatch.setattr("replaylens.data._fetch.subprocess.run", fake_run)
+    monkeypatch.setattr("replaylens.paper.data._fetch.subprocess.run", fake_run)
     with pytest.raises(FetchError) as err:
         fetch("wine-red", data_dir=tmp_path)
     msg = str(err.value)
@@ -178,7 +168,7 @@ def test_env_var_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     # the argument beats the environment variable
     arg_dir = tmp_path / "from-arg"
     assert data_dir(arg_dir) == arg_dir
-    with pytest.raises(DataError, match="replaylens data fetch breast-cancer"):
+    with pytest.raises(DataError, match="replaylens paper data fetch breast-cancer"):
         load("breast-cancer", data_dir=arg_dir)
     st = {s.dataset: s for s in status()}
     assert st["breast-cancer"].verified and not st["wine-red"].present

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replaylens.experiments import all_reproductions
+from replaylens.paper.experiments import all_reproductions
 
 
 @pytest.mark.parametrize("name", ["endpoint-witness", "diagnostic-dominance"])

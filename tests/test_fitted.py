@@ -9,10 +9,12 @@ import pytest
 
 import replaylens as rl
 from replaylens.agents import Namespace, TaskInput
-from replaylens.controllers import AgentController, ocrr_agent, run_closed_loop
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
-from replaylens.experiments import all_reproductions
-from replaylens.fitted import (
+from replaylens.maps import DERANGEMENTS_4, SlotSpec
+from replaylens.paper.controllers import AgentController, ocrr_agent, run_closed_loop
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.fitted import (
     ARMS,
     FitSettings,
     FixedFeatures,
@@ -34,10 +36,8 @@ from replaylens.fitted import (
     recurrent_agent,
     recurrent_loss_grad,
 )
-from replaylens.maps import DERANGEMENTS_4, SlotSpec
+from replaylens.paper.substrates.synthetic import build_synthetic
 from replaylens.readouts import gamma, pi_pair_minus_value
-from replaylens.substrates import make_bandit
-from replaylens.substrates.synthetic import build_synthetic
 from replaylens.testing import check_writer
 
 Params = dict[str, np.ndarray]
@@ -302,7 +302,7 @@ def test_fit_freeze_replay_on_disjoint_synthetic_streams() -> None:
                     draws=[SlotSpec(20260824, 20260822, 20260825)], seed=1)
     assert dec.actions.shape == (4, 10, 1, 1, 6 * 288)
     assert np.array_equal(dec.actions[2], dec.actions[0])  # pair = aligned for every map
-    from replaylens.experiments.fitted_controls import interaction, pair_mismatches
+    from replaylens.paper.experiments.fitted_controls import interaction, pair_mismatches
 
     assert pair_mismatches(dec) == 0
     got = interaction(dec, "value", "U", "test")

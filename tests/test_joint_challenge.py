@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from replaylens.agents import REFERENCE_RULES, FutureInput, ReferenceRule
-from replaylens.experiments import all_reproductions
-from replaylens.experiments import joint_challenge as jc
-from replaylens.llm import CELLS
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments import joint_challenge as jc
+from replaylens.paper.joint import CELLS
+from replaylens.paper.substrates.public import PublicWorld, build_public
 from replaylens.rng import derive_rng
-from replaylens.substrates.public import PublicWorld, build_public
 
 MENU = ("a0", "a1", "a2", "a3")
 _FI = FutureInput("", "f", "c", "", 0, 0)
@@ -271,12 +271,12 @@ def test_embedded_reproduction_without_an_export_says_how_to_make_it(monkeypatch
     monkeypatch.setattr(jc, "EMBEDDED_EXPORT", tmp_path / "absent.json.gz")
     rows = jc.joint_embedded()
     assert len(rows) == 1 and rows[0].status == "n/a" and rows[0].ours is None
-    assert "replaylens llm joint --model local/embedded" in rows[0].note
+    assert "replaylens paper joint --model local/embedded" in rows[0].note
 
 
 @pytest.mark.slow
 def test_committed_embedded_exports_match_the_current_design(public_data_dir: Path) -> None:
-    from replaylens.experiments.public_data import N_STREAMS, SEED
+    from replaylens.paper.experiments.public_data import N_STREAMS, SEED
 
     paths = [p for p in (jc.EMBEDDED_EXPORT, jc.EMBEDDED_OFF_EXPORT) if p.exists()]
     if not paths:

@@ -1,4 +1,4 @@
-"""The independent learned endpoint pair (replaylens.learned; paper L756–848, core spec §10)."""
+"""The independent learned endpoint pair (replaylens.paper.learned; paper L756–848, core spec §10)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from replaylens import FutureInput, TaskInput, replay
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
-from replaylens.learned import (
+from replaylens.paper.learned import (
     ENDPOINT_KEYS,
     TARGET_ENTROPY,
     AdditiveWriter,
@@ -32,9 +33,8 @@ from replaylens.learned import (
     train_recurrent_models,
     writer_from_model,
 )
-from replaylens.learned._train import _init_seed_rng
-from replaylens.reproduce import REPRODUCTIONS
-from replaylens.substrates import make_bandit
+from replaylens.paper.learned._train import _init_seed_rng
+from replaylens.paper.reproduce import REPRODUCTIONS
 from replaylens.testing import check_writer
 
 TINY = TrainSettings(updates=150, restart_offsets=(0, 1009))
@@ -341,7 +341,7 @@ def test_results_do_not_depend_on_worker_count(tiny_result: LearnedPairResult) -
 
 
 def test_reproductions_are_registered_and_rows_are_honest(tiny_result: LearnedPairResult) -> None:
-    from replaylens.experiments import learned_pair as lp
+    from replaylens.paper.experiments import learned_pair as lp
 
     assert "endpoint-separation" in REPRODUCTIONS and "learned-endpoint-fits" in REPRODUCTIONS
     intervals = lp.episode_intervals(tiny_result, n_resamples=256)

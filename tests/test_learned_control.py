@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from replaylens.experiments import all_reproductions
-from replaylens.experiments.learned_control import PAPER_CONTRASTS, PAPER_FITS, contrast_table, control_rows
-from replaylens.learned import (
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments.learned_control import PAPER_CONTRASTS, PAPER_FITS, contrast_table, control_rows
+from replaylens.paper.learned import (
     CONTROL_SEEDS,
     PAPER_SETTINGS,
     ControlConfig,
@@ -19,7 +19,7 @@ from replaylens.learned import (
     make_control_episodes,
     run_learned_control,
 )
-from replaylens.learned._control import _ControlBatch, occupied_permutations
+from replaylens.paper.learned._control import _ControlBatch, occupied_permutations
 from replaylens.rng import derive_rng
 
 REDUCED = ControlConfig(n_train=32, n_dev=16, n_held=12, seeds=CONTROL_SEEDS[:2],
@@ -106,7 +106,7 @@ def test_augmented_training_input_keeps_its_target() -> None:
 
 def test_target_readout_of_an_oracle_scorer_is_perfect(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exact key sums as scores: mapped-aligned and pair-replay target accuracy 1, pair action 0."""
-    from replaylens.learned import _control as lc
+    from replaylens.paper.learned import _control as lc
 
     held = _episodes(12)
     future = lc.make_control_future(held, derive_rng(4, "future"))
@@ -155,7 +155,7 @@ def test_learned_control_is_registered() -> None:
 
 
 def test_pair_placebo_rows_carry_the_pair_preserving_label() -> None:
-    from replaylens.experiments.synthetic_suite import semantic_null
+    from replaylens.paper.experiments.synthetic_suite import semantic_null
 
     rows = semantic_null()
     pair = [r for r in rows if r.row.startswith("Pair placebo − value null")]

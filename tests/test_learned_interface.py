@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from replaylens.errors import ConfigError
-from replaylens.experiments import all_reproductions
-from replaylens.experiments.learned_interface import (
+from replaylens.maps import DERANGEMENTS_4
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments.learned_interface import (
     N_EVAL,
     N_TRAIN,
     QUERIES,
@@ -21,7 +22,7 @@ from replaylens.experiments.learned_interface import (
     responses,
     slot_draws,
 )
-from replaylens.fitted import (
+from replaylens.paper.fitted import (
     FitSettings,
     InterfaceEpisodes,
     InterfaceFit,
@@ -30,7 +31,6 @@ from replaylens.fitted import (
     interface_loss_grad,
     interface_scores,
 )
-from replaylens.maps import DERANGEMENTS_4
 
 
 def _episodes(e: int = 5, t: int = 6, j: int = 3, seed: int = 0) -> InterfaceEpisodes:

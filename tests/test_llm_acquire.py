@@ -11,14 +11,11 @@ import pytest
 
 from replaylens.errors import ConfigError, JournalError
 from replaylens.llm import (
-    PAPER_ACTIONS,
     Acquirer,
     AcquireSettings,
     Backend,
     FakeOpenAIServer,
     ItemDecoder,
-    JointBlock,
-    JointDesign,
     MenuRow,
     ModelSettings,
     PromptItem,
@@ -29,10 +26,10 @@ from replaylens.llm import (
     make_backend,
     make_request,
     render_prompt,
-    run_joint,
     validate,
 )
 from replaylens.llm._store import RunStore, open_store
+from replaylens.paper.joint import PAPER_ACTIONS, JointBlock, JointDesign, run_joint
 
 KEY = "sk-test-4f9c2a7d1e8b6a5c3f0e9d8c7b6a5f4e"
 ARMS = tuple(PAPER_ACTIONS)

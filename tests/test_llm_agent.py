@@ -10,12 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 import replaylens as rl
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.errors import AgentError, ConfigError
-from replaylens.llm import PAPER_ACTIONS, FakeOpenAIServer, acquire_run, make_agent, validate
+from replaylens.llm import FakeOpenAIServer, acquire_run, make_agent, validate
+from replaylens.paper.joint import PAPER_ACTIONS
 from replaylens.readouts import t_gr
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.substrates import make_bandit
 
 CELLS = "value,pair,key_slot,mask,reorder,rename"
 ARMS = list(PAPER_ACTIONS)

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.llm import FakeOpenAIServer
 from replaylens.llm._budget import Budget, Pricing, TokenCounter, estimate_requests
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.substrates import make_bandit
 
 DESIGN = ["--cells", "value,rename", "--maps", "1032", "--resamples", "200", "--quiet"]
 
@@ -157,7 +157,8 @@ def test_pricing_file(inputs: list[str], tmp_path: Path) -> None:
 def test_joint_run_budget_resumes_to_the_unbudgeted_rows(tmp_path: Path) -> None:
     import numpy as np
 
-    from replaylens.llm import AcquireSettings, BudgetExhausted, JointBlock, JointDesign, make_backend, run_joint
+    from replaylens.llm import AcquireSettings, BudgetExhausted, make_backend
+    from replaylens.paper.joint import JointBlock, JointDesign, run_joint
 
     g = np.random.default_rng(5)
     blocks = []
@@ -187,8 +188,9 @@ def test_joint_run_budget_resumes_to_the_unbudgeted_rows(tmp_path: Path) -> None
 
 def test_memory_budget_stops_and_resumes(public_data_dir: Path, tmp_path: Path) -> None:
     from replaylens.llm import AcquireSettings, BudgetExhausted
-    from replaylens.memory import MemoryDesign, RetrievedMeanBackend, acquire_decisions, build_memory_blocks
-    from replaylens.memory._design import development_conditions
+    from replaylens.memory import RetrievedMeanBackend, acquire_decisions
+    from replaylens.paper.memory_audit import MemoryDesign, build_memory_blocks
+    from replaylens.paper.memory_audit._design import development_conditions
 
     d = MemoryDesign("development", build_memory_blocks(2, seed=11, data_dir=public_data_dir),
                      development_conditions(11), 11)
@@ -206,10 +208,10 @@ def test_memory_budget_stops_and_resumes(public_data_dir: Path, tmp_path: Path) 
 def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLAYLENS_DATA_DIR", str(public_data_dir))
-    from replaylens.experiments.memory import development_design
+    from replaylens.paper.experiments.memory import development_design
 
     with FakeOpenAIServer() as srv:
-        res = CliRunner().invoke(cli, ["memory-audit", "--model", "openai/fake-model", "--base-url", srv.url,
+        res = CliRunner().invoke(cli, ["paper", "memory-audit", "--model", "openai/fake-model", "--base-url", srv.url,
                                        "--api-key-env", "", "--run-dir", str(tmp_path / "m"), "--estimate",
                                        "--price-in", "1", "--price-out", "4"])
         assert res.exit_code == 0, res.output
@@ -221,8 +223,8 @@ def test_memory_audit_estimate_makes_no_request(public_data_dir: Path, tmp_path:
 def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) -> None:
     from _tools import small_debug_suite
     from replaylens.llm import BudgetExhausted, ScriptedToolBackend
-    from replaylens.tools import DebugRun, LLMDebugger
-    from replaylens.tools._agents import read_jsonl
+    from replaylens.paper.tools import DebugRun, LLMDebugger
+    from replaylens.paper.tools._agents import read_jsonl
 
     policy = _debug_policy
     suite = small_debug_suite()
@@ -250,13 +252,13 @@ def test_tool_run_budget_stops_between_trajectories_and_resumes(tmp_path: Path) 
 
 def test_tools_estimate_makes_no_request_and_bounds_the_turns(tmp_path: Path) -> None:
     from _tools import small_debug_suite
-    from replaylens.cli._tools import _estimate_tools
     from replaylens.llm import ScriptedToolBackend
-    from replaylens.tools import DebugRun, LLMDebugger
-    from replaylens.tools._agents import read_jsonl
+    from replaylens.paper.cli._tools import _estimate_tools
+    from replaylens.paper.tools import DebugRun, LLMDebugger
+    from replaylens.paper.tools._agents import read_jsonl
 
     with FakeOpenAIServer() as srv:
-        res = CliRunner().invoke(cli, ["tools", "debug", "--model", "openai/fake-model", "--base-url", srv.url,
+        res = CliRunner().invoke(cli, ["paper", "tools", "debug", "--model", "openai/fake-model", "--base-url", srv.url,
                                        "--api-key-env", "", "--run-dir", str(tmp_path / "t"), "--estimate",
                                        "--tasks", "1", "--price-in", "3"])
         assert res.exit_code == 0, res.output

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.llm import FakeOpenAIServer, make_backend
 from replaylens.llm._cache import (
@@ -26,7 +27,6 @@ from replaylens.llm._cache import (
 from replaylens.llm._serialize import ItemDecoder
 from replaylens.llm._types import Request, make_request
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.substrates import make_bandit
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,8 @@ def test_embedded_model_uses_the_cache_and_the_adaptive_driver(tmp_path: Path) -
     """Point 5: the embedded model path shares the request cache and the adaptive machinery."""
     from conftest import require
     from replaylens import replay
-    from replaylens.llm import PAPER_ACTIONS, embedded_model_path, llama_available, make_agent
+    from replaylens.llm import embedded_model_path, llama_available, make_agent
+    from replaylens.paper.joint import PAPER_ACTIONS
     from replaylens.report._adaptive import adaptive_audit
 
     gguf = embedded_model_path() if llama_available() else None

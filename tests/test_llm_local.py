@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import replaylens as rl
+from replaylens.bandit import make_bandit
 from replaylens.errors import ConfigError
 from replaylens.llm import (
-    PAPER_ACTIONS,
     ItemDecoder,
     LLMAgent,
     embedded_model_path,
@@ -26,7 +26,7 @@ from replaylens.llm import (
 )
 from replaylens.llm._local import LlamaCppBackend, answer_grammar, split_items
 from replaylens.llm._types import Request
-from replaylens.substrates import make_bandit
+from replaylens.paper.joint import PAPER_ACTIONS
 
 
 class _CountingLlama:

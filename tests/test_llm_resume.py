@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 
 import replaylens as rl
+from replaylens.bandit import make_bandit
 from replaylens.llm import FakeOpenAIServer, validate
-from replaylens.substrates import make_bandit
 
 CHILD = r"""
 import sys
 import numpy as np
 import replaylens as rl
 from replaylens.llm import make_agent
-from replaylens.substrates import make_bandit
+from replaylens.bandit import make_bandit
 
 url, run, journal, out = sys.argv[1:5]
 sub = make_bandit(n_streams=3, slots_per_block=8, n_future=2, rng=3)

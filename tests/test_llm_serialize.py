@@ -10,11 +10,8 @@ import pytest
 from replaylens.errors import ConfigError
 from replaylens.llm import (
     DECISION_INSTRUCTION,
-    PAPER_ACTIONS,
     Binding,
     ItemDecoder,
-    JointBlock,
-    JointDesign,
     MenuRow,
     PromptItem,
     PromptTemplate,
@@ -30,6 +27,7 @@ from replaylens.llm import (
 )
 from replaylens.llm._serialize import NAMESPACES
 from replaylens.maps import INVOLUTIONS_4
+from replaylens.paper.joint import PAPER_ACTIONS, JointBlock, JointDesign
 
 ARMS = tuple(PAPER_ACTIONS)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.llm import AccessError, FakeOpenAIServer, TransportError, make_backend
 from replaylens.llm._agent import display_model_name
 from replaylens.llm._backends import _classify
 from replaylens.records import write_evaluator, write_futures, write_history
-from replaylens.substrates import make_bandit
 
 DESIGN = ["--cells", "value", "--maps", "1032", "--resamples", "200", "--quiet"]
 

@@ -18,13 +18,13 @@ from replaylens.memory import (
     NoMemory,
     ReservoirMemory,
     apply_migration,
-    build_memory_blocks,
     check_migration,
     identifier_priority,
     make_memory,
     retrieved_mean_policy,
     write_events,
 )
+from replaylens.paper.memory_audit import build_memory_blocks
 from replaylens.rng import derive_rng
 
 ROOT = Path(__file__).resolve().parents[1]

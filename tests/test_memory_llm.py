@@ -13,33 +13,31 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import replaylens.experiments.memory as em
+import replaylens.paper.experiments.memory as em
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
-from replaylens.experiments import public_data as pd_
 from replaylens.llm import AcquireSettings, Completion, FakeOpenAIServer, Request, ValidationReport
 from replaylens.llm._serialize import canonical_json, item_key, sha256_text
 from replaylens.memory import (
     Event,
-    MemoryDecisions,
-    MemoryDesign,
     MemoryItem,
     MemoryTemplate,
     RetrievedMeanBackend,
     acquire_decisions,
-    build_memory_blocks,
     decide_direct,
     parse_memory_prompt,
     render_memory_prompt,
     repeat_corrected,
     write_events,
 )
-from replaylens.memory._design import development_conditions
+from replaylens.paper.experiments import public_data as pd_
+from replaylens.paper.memory_audit import MemoryDecisions, MemoryDesign, build_memory_blocks
+from replaylens.paper.memory_audit._design import development_conditions
 from replaylens.rng import derive_rng
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# `replaylens reproduce memory-development memory-test --json` before the back-end refactor
+# `replaylens paper reproduce memory-development memory-test --json` before the back-end refactor
 SCRIPTED_DEV = {"fifo": (0.677943265625, 0.6767991145833333, 0.41015625, 0.63671875),
                 "event-time": (0.6760728671875, 0.6753288749999999, -0.00390625, 0.48046875),
                 "reservoir": (0.6763454375, 0.6764634244791667, 0.00390625, 0.5390625),
@@ -291,9 +289,10 @@ def test_documented_decision_example(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_memory_audit_cli_bad_input_exits_2(tmp_path: Path) -> None:
-    res = CliRunner().invoke(cli, ["memory-audit", "--model", "scripted/sum", "--run-dir", str(tmp_path / "r")])
+    res = CliRunner().invoke(cli, ["paper", "memory-audit", "--model", "scripted/sum",
+                                   "--run-dir", str(tmp_path / "r")])
     assert res.exit_code == 2 and "scripted/mean" in res.output
-    res = CliRunner().invoke(cli, ["memory-audit", "--model", "scripted/mean"])
+    res = CliRunner().invoke(cli, ["paper", "memory-audit", "--model", "scripted/mean"])
     assert res.exit_code == 2 and "--run-dir" in res.output
 
 

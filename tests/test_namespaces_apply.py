@@ -9,9 +9,9 @@ import pytest
 
 import replaylens as rl
 from replaylens.agents import Namespace
+from replaylens.bandit import make_bandit
 from replaylens.errors import ConfigError
 from replaylens.maps import DERANGEMENTS_4, SlotSpec
-from replaylens.substrates import make_bandit
 
 
 def _disjoint_agent() -> rl.Agent:

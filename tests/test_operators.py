@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 import replaylens as rl
-from replaylens import operators as O
-from replaylens.controllers import AgentController, ocrr_agent, run_closed_loop
+from replaylens.paper import operators as O
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
-from replaylens.experiments.operators import OperatorSweep, stream_signature
-from replaylens.experiments.synthetic_suite import SIGMA
 from replaylens.maps import DERANGEMENTS_4, SlotSpec
+from replaylens.paper.controllers import AgentController, ocrr_agent, run_closed_loop
+from replaylens.paper.experiments.operators import OperatorSweep, stream_signature
+from replaylens.paper.experiments.synthetic_suite import SIGMA
+from replaylens.paper.substrates.synthetic import build_synthetic
 from replaylens.readouts import gamma, pi_pair_minus_value
 from replaylens.records import History
-from replaylens.substrates import make_bandit
-from replaylens.substrates.synthetic import build_synthetic
 from replaylens.testing import check_writer
 
 SEED = 20260822
@@ -332,7 +332,7 @@ def test_blind_challenge_freezes_the_decoder_first_and_opens_last(world) -> None
 
 
 def test_reproductions_are_registered() -> None:
-    from replaylens.experiments import all_reproductions
+    from replaylens.paper.experiments import all_reproductions
 
     names = set(all_reproductions())
     assert {"content-calibration", "content-composite", "random-operators", "readout-invariance",

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from replaylens.reproduce import PAPER_TABLES, UNREPRODUCED, compare, paper_table_status, render_reproduction_markdown
-from replaylens.reproduce._paper_tables import DISPOSITION_KINDS, SHARED_TABLES, label_groups
+from replaylens.paper.reproduce import (
+    PAPER_TABLES,
+    UNREPRODUCED,
+    compare,
+    paper_table_status,
+    render_reproduction_markdown,
+)
+from replaylens.paper.reproduce._paper_tables import DISPOSITION_KINDS, SHARED_TABLES, label_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = Path("shared/seed/000_9bc03e2f03e4b7c3.txt")

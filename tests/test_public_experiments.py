@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 from replaylens.agents import TaskInput
 from replaylens.cli._main import cli
-from replaylens.controllers import OCRR, AgentController, LedgerController, ocrr_agent, run_closed_loop
-from replaylens.data import DataError
 from replaylens.errors import ConfigError
-from replaylens.experiments import all_reproductions
-from replaylens.experiments import public_data as pd_
-from replaylens.persistent import (
+from replaylens.paper.controllers import OCRR, AgentController, LedgerController, ocrr_agent, run_closed_loop
+from replaylens.paper.data import DataError
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments import public_data as pd_
+from replaylens.paper.persistent import (
     WARMUP,
     ChangedWorld,
     PersistentAgent,
@@ -33,7 +33,8 @@ from replaylens.persistent import (
     probe_allocation,
     round_robin_actions,
 )
-from replaylens.persistent._recurrent import _inputs, _loss_grad
+from replaylens.paper.persistent._recurrent import _inputs, _loss_grad
+from replaylens.paper.substrates.public import PublicWorld, build_public
 from replaylens.readouts import a_rekey, direct_action_contrast
 from replaylens.records import (
     Evaluator,
@@ -46,7 +47,6 @@ from replaylens.records import (
     read_history,
 )
 from replaylens.replay import replay
-from replaylens.substrates.public import PublicWorld, build_public
 
 SEED = pd_.SEED
 FAST = PersistentSettings(epochs=40)
@@ -314,16 +314,16 @@ def test_reproductions_are_registered() -> None:
 def test_missing_data_is_a_clear_data_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(DataError, match="replaylens data fetch"):
+    with pytest.raises(DataError, match="replaylens paper data fetch"):
         pd_.write_example(tmp_path / "ex", data_dir=empty)
     monkeypatch.setenv("REPLAYLENS_DATA_DIR", str(empty))
     pd_.public_world.cache_clear()
     try:
-        res = CliRunner().invoke(cli, ["reproduce", "public-data-strata"])
+        res = CliRunner().invoke(cli, ["paper", "reproduce", "public-data-strata"])
     finally:
         pd_.public_world.cache_clear()
     assert res.exit_code == 2
-    assert "replaylens data fetch" in res.output and "Traceback" not in res.output
+    assert "replaylens paper data fetch" in res.output and "Traceback" not in res.output
 
 
 # ------------------------------------------------------------------ changed substrate
@@ -404,7 +404,7 @@ def test_changed_hs_offset_readings(changed: ChangedWorld) -> None:
 
 
 def test_changed_ocrr_paths_quarantine_and_closed_loop(changed: ChangedWorld) -> None:
-    from replaylens.controllers import AgentController, run_closed_loop
+    from replaylens.paper.controllers import AgentController, run_closed_loop
 
     ag = changed_ocrr_agent()
     res = run_closed_loop(changed, AgentController(ag, changed.arms), seed=1)
@@ -435,8 +435,8 @@ def test_changed_ocrr_paths_quarantine_and_closed_loop(changed: ChangedWorld) ->
 
 
 def test_selected_only_writer_fit_paths_and_pair_zero(changed: ChangedWorld) -> None:
-    from replaylens.controllers import AgentController, run_closed_loop
-    from replaylens.persistent._changed_agents import _so_loss_grad
+    from replaylens.paper.controllers import AgentController, run_closed_loop
+    from replaylens.paper.persistent._changed_agents import _so_loss_grad
 
     res = run_closed_loop(changed, AgentController(changed_ocrr_agent(), changed.arms), seed=1)
     acts, y = res.adapt_actions[:2].reshape(-1, 48), res.adapt_utility[:2].reshape(-1, 48)

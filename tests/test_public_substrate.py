@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 
 import replaylens as rl
-from replaylens.data import DataError, load
 from replaylens.errors import ConfigError
-from replaylens.records import check_inputs
-from replaylens.rng import derive_rng
-from replaylens.substrates.public import (
+from replaylens.paper.data import DataError, load
+from replaylens.paper.substrates.public import (
     ARMS,
     EvaluatorConfig,
     PublicConfig,
@@ -23,6 +21,8 @@ from replaylens.substrates.public import (
     select_designs,
     standardize,
 )
+from replaylens.records import check_inputs
+from replaylens.rng import derive_rng
 
 SEED = 20260901
 
@@ -278,7 +278,7 @@ def test_replay_on_the_world_scores_the_mean_rule(world: PublicWorld) -> None:
 
 
 def test_missing_data_and_bad_arguments(tmp_path: Path, data_dir: Path) -> None:
-    with pytest.raises(DataError, match="replaylens data fetch breast-cancer"):
+    with pytest.raises(DataError, match="replaylens paper data fetch breast-cancer"):
         build_public(1, seed=1, data_dir=tmp_path)
     with pytest.raises(ConfigError):
         build_public(0, seed=1, data_dir=data_dir)

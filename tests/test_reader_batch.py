@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from replaylens.agents import Agent, FutureInput, HistoryReader, PrefixPolicy, Visible
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentRaised
 from replaylens.replay import prepare_replay, replay
-from replaylens.substrates import make_bandit
 
 engine = importlib.import_module("replaylens.replay._engine")
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from replaylens.agents import commutative_agent, from_callables, load_agent
+from replaylens.bandit import make_bandit
 from replaylens.readouts import (
     a_rekey,
     action_response,
@@ -25,9 +26,13 @@ from replaylens.readouts import (
     utility_decomposition,
     value_time_contrast,
 )
-from replaylens.records import Evaluator, FutureTasks, History
+from replaylens.records import (
+    FutureTasks,
+    evaluator_from_rows,
+    futures_from_tasks,
+    history_from_records,
+)
 from replaylens.replay import replay
-from replaylens.substrates import make_bandit
 
 
 @pytest.fixture(scope="module")
@@ -189,12 +194,12 @@ def test_orientation_identities(mean_dec, y: str) -> None:
 def test_zero_interaction_with_nonzero_direct_response() -> None:
     """core.md §3.3: a two-key commutative writer; value reassignment switches the winner while both
     cells have rekey response 1 → Γ_A^value = 0 and D_A^value(id) = 1."""
-    h = History.from_records([
+    h = history_from_records([
         {"stream": "s", "family": "f", "context": "c", "slot": 0, "task": "t0", "key": "A", "outcome": 0.9},
         {"stream": "s", "family": "f", "context": "c", "slot": 1, "task": "t1", "key": "B", "outcome": 0.1}])
-    f = FutureTasks.from_tasks([{"stream": "s", "family": "f", "context": "c", "task": f"x{j}",
+    f = futures_from_tasks([{"stream": "s", "family": "f", "context": "c", "task": f"x{j}",
                                  "menu": ["A", "B"]} for j in range(3)])
-    e = Evaluator.from_rows([{"stream": "s", "task": f"x{j}", "key": a, "utility": u}
+    e = evaluator_from_rows([{"stream": "s", "task": f"x{j}", "key": a, "utility": u}
                              for j in range(3) for a, u in (("A", 1.0), ("B", 0.0))])
     for path in ("array", "reference"):
         dec = replay(h, f, e, commutative_agent(), cells="value", maps="derangements", path=path)

@@ -16,6 +16,9 @@ from replaylens.records import (
     FutureTasks,
     History,
     check_inputs,
+    evaluator_from_rows,
+    futures_from_tasks,
+    history_from_records,
     read_evaluator,
     read_futures,
     read_history,
@@ -69,11 +72,11 @@ def sample_history() -> History:
         hrow("s2", "fam", "hi", 3, "q3", "C", 0.5),
         hrow("s1", "fam", "hi", 5, "q5", "A", None, metadata={"k": [1, 2]}),
     ]
-    return History.from_records(rows, source="sample")
+    return history_from_records(rows, source="sample")
 
 
 def sample_futures() -> FutureTasks:
-    return FutureTasks.from_tasks([
+    return futures_from_tasks([
         frow("s2", "fam", "hi", "u0", ("A", "B", "C")),
         frow("s1", "fam", "lo", "u1", ("A", "B", "C")),
         frow("s1", "fam", "hi", "u2", ("C", "A", "B"), metadata={"difficulty": 3}),
@@ -87,7 +90,7 @@ def sample_evaluator() -> Evaluator:
     for t in sample_futures():
         for j, a in enumerate(t.menu):
             rows.append(urow(t.stream, t.task, a, 0.125 * (j + 1)))
-    return Evaluator.from_rows(rows)
+    return evaluator_from_rows(rows)
 
 
 def raises_at(fn: Any, path: Path, line: int | None, field: str | None) -> InputError:
@@ -129,7 +132,7 @@ def test_history_round_trip(tmp_path: Path, fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_history_round_trip_all_masked(tmp_path: Path, fmt: str) -> None:
-    h = History.from_records([hrow(slot=i, outcome=None) for i in range(3)])
+    h = history_from_records([hrow(slot=i, outcome=None) for i in range(3)])
     back = read_history(write_history(h, tmp_path / f"m.{fmt}"))
     assert back.equals(h)
     assert np.isnan(back.outcome).all()
@@ -180,8 +183,8 @@ def test_csv_menu_forms_and_metadata_text(tmp_path: Path) -> None:
 
 
 def test_oracle_is_first_maximum_in_menu_order() -> None:
-    f = FutureTasks.from_tasks([frow(task="x0", menu=("C", "A", "B"))])
-    e = Evaluator.from_rows([urow(key="A", utility=0.7), urow(key="B", utility=0.7), urow(key="C", utility=0.2)])
+    f = futures_from_tasks([frow(task="x0", menu=("C", "A", "B"))])
+    e = evaluator_from_rows([urow(key="A", utility=0.7), urow(key="B", utility=0.7), urow(key="C", utility=0.2)])
     t = f.tasks[0]
     np.testing.assert_array_equal(e.utilities(t), [0.2, 0.7, 0.7])
     assert e.oracle(t) == "A"
@@ -195,12 +198,12 @@ def test_history_sorted_by_stream_first_appearance_then_slot() -> None:
         hrow("b", "f", "c", 9), hrow("a", "g", "c", 4), hrow("b", "g", "c", 2), hrow("a", "f", "c", 0),
         hrow("c", "f", "c", 1), hrow("b", "f", "c", 5), hrow("a", "f", "c", 7),
     ]
-    h = History.from_records(rows)
+    h = history_from_records(rows)
     assert h.streams == ("b", "a", "c")
     assert h.stream.tolist() == ["b", "b", "b", "a", "a", "a", "c"]
     assert h.slot.tolist() == [2, 5, 9, 0, 4, 7, 1]
     # the same rows in another order give the same content per stream
-    h2 = History.from_records(list(reversed(rows)))
+    h2 = history_from_records(list(reversed(rows)))
     assert h2.streams == ("a", "b", "c")
     for s in ("a", "b", "c"):
         assert h2.select([s]).equals(h.select([s]))
@@ -212,7 +215,7 @@ def test_history_sorted_by_stream_first_appearance_then_slot() -> None:
 
 def test_interleaved_blocks_order_by_first_slot() -> None:
     rows = [hrow(family="x", slot=3), hrow(family="y", slot=1), hrow(family="x", slot=0), hrow(family="z", slot=2)]
-    h = History.from_records(rows)
+    h = history_from_records(rows)
     assert h.blocks("s1") == (("x", "c"), ("y", "c"), ("z", "c"))
     assert h.family.tolist() == ["x", "y", "z", "x"]
 
@@ -444,7 +447,7 @@ def test_duplicate_utility_row(tmp_path: Path) -> None:
 
 
 def test_future_canonical_order_and_index() -> None:
-    f = FutureTasks.from_tasks([frow("s1", "a", "c", "x0"), frow("s2", "a", "c", "y0"), frow("s1", "b", "c", "x1"),
+    f = futures_from_tasks([frow("s1", "a", "c", "x0"), frow("s2", "a", "c", "y0"), frow("s1", "b", "c", "x1"),
                                 frow("s1", "a", "c", "x2")])
     assert [t.task for t in f] == ["x0", "x2", "x1", "y0"]
     assert [t.index for t in f] == [0, 1, 0, 0]
@@ -460,8 +463,8 @@ def test_check_inputs_accepts_consistent_inputs() -> None:
 
 
 def test_check_inputs_key_outside_menus() -> None:
-    h = History.from_records([hrow(slot=0, key="A"), hrow(slot=1, key="Z")], source="h.jsonl")
-    f = FutureTasks.from_tasks([frow(menu=("A", "B"))], source="f.jsonl")
+    h = history_from_records([hrow(slot=0, key="A"), hrow(slot=1, key="Z")], source="h.jsonl")
+    f = futures_from_tasks([frow(menu=("A", "B"))], source="f.jsonl")
     with pytest.raises(InputError) as info:
         check_inputs(h, f)
     assert info.value.field == "key" and info.value.source == "h.jsonl"
@@ -469,8 +472,8 @@ def test_check_inputs_key_outside_menus() -> None:
 
 
 def test_check_inputs_future_stream_without_history() -> None:
-    h = History.from_records([hrow(slot=0)], source="h.jsonl")
-    f = FutureTasks.from_tasks([frow(), frow("ghost", task="x1")], source="f.jsonl")
+    h = history_from_records([hrow(slot=0)], source="h.jsonl")
+    f = futures_from_tasks([frow(), frow("ghost", task="x1")], source="f.jsonl")
     with pytest.raises(InputError) as info:
         check_inputs(h, f)
     assert info.value.field == "stream" and info.value.source == "f.jsonl"
@@ -478,29 +481,29 @@ def test_check_inputs_future_stream_without_history() -> None:
 
 
 def test_check_inputs_empty_feeding_block() -> None:
-    h = History.from_records([hrow(slot=0, family="f", context="c")], source="h.jsonl")
-    f = FutureTasks.from_tasks([frow(feeds_family="f", feeds_context="nowhere")], source="f.jsonl")
+    h = history_from_records([hrow(slot=0, family="f", context="c")], source="h.jsonl")
+    f = futures_from_tasks([frow(feeds_family="f", feeds_context="nowhere")], source="f.jsonl")
     with pytest.raises(InputError) as info:
         check_inputs(h, f)
     assert info.value.source == "f.jsonl"
     assert info.value.field == "feeds_family"
     assert "empty" in info.value.message
     # a block that exists in another stream only is still empty in this one
-    h2 = History.from_records([hrow(slot=0), hrow("s2", "g", "d", 0)])
-    f2 = FutureTasks.from_tasks([frow(feeds_family="g", feeds_context="d")])
+    h2 = history_from_records([hrow(slot=0), hrow("s2", "g", "d", 0)])
+    f2 = futures_from_tasks([frow(feeds_family="g", feeds_context="d")])
     with pytest.raises(InputError):
         check_inputs(h2, f2)
 
 
 def test_check_inputs_evaluator_missing_action() -> None:
-    h = History.from_records([hrow(slot=0)])
-    f = FutureTasks.from_tasks([frow(menu=("A", "B", "C"))])
-    e = Evaluator.from_rows([urow(key="A"), urow(key="B")], source="u.jsonl")
+    h = history_from_records([hrow(slot=0)])
+    f = futures_from_tasks([frow(menu=("A", "B", "C"))])
+    e = evaluator_from_rows([urow(key="A"), urow(key="B")], source="u.jsonl")
     with pytest.raises(InputError) as info:
         check_inputs(h, f, e)
     assert info.value.source == "u.jsonl" and info.value.field == "key"
     assert "'C'" in info.value.message
-    e2 = Evaluator.from_rows([urow(task="other", key="A")], source="u.jsonl")
+    e2 = evaluator_from_rows([urow(task="other", key="A")], source="u.jsonl")
     with pytest.raises(InputError) as info:
         check_inputs(h, f, e2)
     assert info.value.field == "task"
@@ -524,9 +527,9 @@ def test_from_columns_errors_use_row_numbers() -> None:
 def test_future_strata_ranked_within_their_stream() -> None:
     # s1's strata are ordered by their first appearance among s1's tasks, not across all streams,
     # so the canonical order is idempotent under write -> read.
-    f = FutureTasks.from_tasks([frow("s2", "b", "c", "y0"), frow("s1", "a", "c", "x0"), frow("s1", "b", "c", "x1")])
+    f = futures_from_tasks([frow("s2", "b", "c", "y0"), frow("s1", "a", "c", "x0"), frow("s1", "b", "c", "x1")])
     assert [t.task for t in f] == ["y0", "x0", "x1"]
-    again = FutureTasks.from_tasks(list(f.tasks))
+    again = futures_from_tasks(list(f.tasks))
     assert [t.task for t in again] == [t.task for t in f]
     assert again.fingerprint() == f.fingerprint()
 
@@ -543,10 +546,10 @@ def test_tsv_round_trip(tmp_path: Path, writer: Any, reader: Any, obj: Any) -> N
 
 def test_large_integer_slots_are_exact() -> None:
     big = 1_700_000_000_000_000_001
-    h = History.from_records([hrow(slot=big), hrow(slot=big + 1, task="t2")])
+    h = history_from_records([hrow(slot=big), hrow(slot=big + 1, task="t2")])
     assert h.slot.tolist() == [big, big + 1]
 
 
 def test_csv_menu_label_with_pipe_round_trips(tmp_path: Path) -> None:
-    f = FutureTasks.from_tasks([frow(menu=("A|B", "C"))])
+    f = futures_from_tasks([frow(menu=("A|B", "C"))])
     assert read_futures(write_futures(f, tmp_path / "f.csv")).tasks[0].menu == ("A|B", "C")

@@ -13,11 +13,18 @@ import numpy as np
 import pytest
 
 from replaylens.agents import Agent, HistoryReader, ReferenceRule, from_callables, load_agent
+from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, AgentRaised, JournalError
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm
-from replaylens.records import Evaluator, FutureTasks, History
+from replaylens.records import (
+    Evaluator,
+    FutureTasks,
+    History,
+    evaluator_from_rows,
+    futures_from_tasks,
+    history_from_records,
+)
 from replaylens.replay import plan_replay, prepare_replay, replay
-from replaylens.substrates import make_bandit
 
 run_mod = importlib.import_module("replaylens.replay._run")  # ``replaylens.replay`` is shadowed by the function
 backends_mod = importlib.import_module("replaylens.replay._backends")  # shards run through an executor
@@ -28,7 +35,7 @@ backends_mod = importlib.import_module("replaylens.replay._backends")  # shards 
 
 def _history(rows: list[tuple[str, str, str, int, str, str, float]]) -> History:
     """rows: (stream, family, context, slot, task, key, outcome)."""
-    return History.from_records([
+    return history_from_records([
         {"stream": s, "family": fam, "context": ctx, "slot": sl, "task": t, "key": k,
          "outcome": None if (isinstance(u, float) and math.isnan(u)) else u}
         for s, fam, ctx, sl, t, k, u in rows
@@ -36,7 +43,7 @@ def _history(rows: list[tuple[str, str, str, int, str, str, float]]) -> History:
 
 
 def _futures(rows: list[dict[str, object]]) -> FutureTasks:
-    return FutureTasks.from_tasks(rows)
+    return futures_from_tasks(rows)
 
 
 def _evaluator(futures: FutureTasks, value: dict[str, float] | None = None) -> Evaluator:
@@ -45,7 +52,7 @@ def _evaluator(futures: FutureTasks, value: dict[str, float] | None = None) -> E
         for i, a in enumerate(t.menu):
             u = value[a] if value is not None else 1.0 / (i + 1)
             rows.append({"stream": t.stream, "task": t.task, "key": a, "utility": u})
-    return Evaluator.from_rows(rows)
+    return evaluator_from_rows(rows)
 
 
 def _code(dec, label: str) -> int:

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from replaylens.agents import load_agent
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.replay import prepare_streams, replay
 from replaylens.replay._engine import _shard
 from replaylens.report import changed_examples, consequences
-from replaylens.substrates import make_bandit
 
 FAST = ["--resamples", "300", "--streams", "4", "--scripted"]
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from replaylens.experiments import all_reproductions
-from replaylens.experiments.synthetic_suite import representation_controls, representation_interaction, semantic_null
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments.synthetic_suite import (
+    representation_controls,
+    representation_interaction,
+    semantic_null,
+)
 
 METRICS = {"U": ("Future utility", "Mean utility"), "A": ("Future actions changed", "Action"),
            "O": ("Oracle-match change", "Oracle")}

@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replaylens.reproduce import (
+from replaylens.paper.reproduce import (
     POLICY,
     REPRODUCTIONS,
     Quantity,
@@ -104,6 +104,6 @@ def test_registered_reproductions_run_under_the_policy() -> None:
 
     try:
         assert _rows()[0].status == "match"  # the raw computation, as declared
-        assert REPRODUCTIONS[name].run()[0].status == "differs"  # what `replaylens reproduce` reports
+        assert REPRODUCTIONS[name].run()[0].status == "differs"  # what `replaylens paper reproduce` reports
     finally:
         del REPRODUCTIONS[name]

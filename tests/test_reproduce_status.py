@@ -8,15 +8,10 @@ from collections import Counter
 import pytest
 
 from replaylens.errors import ConfigError
-from replaylens.experiments import all_reproductions
-from replaylens.experiments import joint_challenge as jc
-from replaylens.reproduce import (
-    STATUSES,
-    compare,
-    render_reproduction_markdown,
-    update_reproduction_markdown,
-)
-from replaylens.substrates.public import PublicWorld
+from replaylens.paper.experiments import all_reproductions
+from replaylens.paper.experiments import joint_challenge as jc
+from replaylens.paper.reproduce import STATUSES, compare, render_reproduction_markdown, update_reproduction_markdown
+from replaylens.paper.substrates.public import PublicWorld
 from test_joint_challenge import histories, world  # noqa: F401  (module fixtures: a 6-stream public world)
 
 

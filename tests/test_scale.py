@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from replaylens.agents import load_agent
+from replaylens.bandit import make_bandit
 from replaylens.errors import ConfigError
 from replaylens.inference import cluster_bootstrap, sign_flip_test
 from replaylens.records import FutureTasks, History
 from replaylens.replay import plan_replay, prepare_replay, prepare_streams, replay
-from replaylens.substrates import make_bandit
 
 engine = importlib.import_module("replaylens.replay._engine")
 boot_mod = importlib.import_module("replaylens.inference._bootstrap")

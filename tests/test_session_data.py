@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from replaylens.data import DATASETS, ENV_VAR, data_dir, verified_path
+from replaylens.paper.data import DATASETS, ENV_VAR, data_dir, verified_path
 
 
 def test_the_session_points_the_data_directory_at_its_own_fetched_copies(

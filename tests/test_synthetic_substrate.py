@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from replaylens.errors import ConfigError
-from replaylens.records import check_inputs
-from replaylens.substrates.synthetic import (
+from replaylens.paper.substrates.synthetic import (
     ARMS,
     BASE_SEED,
     LEARNING_BLOCKS,
@@ -23,9 +22,10 @@ from replaylens.substrates.synthetic import (
     task_index,
     task_utilities,
 )
-from replaylens.substrates.synthetic import _source as src_mod
-from replaylens.substrates.synthetic import _survival as surv_mod
-from replaylens.substrates.synthetic import _temporal as temp_mod
+from replaylens.paper.substrates.synthetic import _source as src_mod
+from replaylens.paper.substrates.synthetic import _survival as surv_mod
+from replaylens.paper.substrates.synthetic import _temporal as temp_mod
+from replaylens.records import check_inputs
 
 
 @pytest.fixture(scope="module")
@@ -334,7 +334,7 @@ def test_public_task_inputs_and_clock(small: SyntheticWorld) -> None:
 
 
 def test_world_drives_the_closed_loop(small: SyntheticWorld) -> None:
-    from replaylens.controllers import NoUpdate, run_closed_loop
+    from replaylens.paper.controllers import NoUpdate, run_closed_loop
 
     res = run_closed_loop(small, NoUpdate(ARMS), seed=1)
     assert np.array_equal(res.future_utility, small.future_utility[..., ARMS.index("mixed")])

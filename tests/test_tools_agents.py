@@ -14,7 +14,7 @@ from _tools import LEDGER_ROW, small_debug_suite
 from replaylens.errors import ConfigError
 from replaylens.llm import FakeOpenAIServer, ScriptedToolBackend, ToolSpec, ToolTurnRequest, make_tool_backend
 from replaylens.llm._local import LlamaCppBackend
-from replaylens.tools import (
+from replaylens.paper.tools import (
     DebugRun,
     LLMDebugger,
     LLMPlanner,
@@ -25,7 +25,7 @@ from replaylens.tools import (
     reanalyze,
     reanalyze_planning,
 )
-from replaylens.tools._agents import read_jsonl
+from replaylens.paper.tools._agents import read_jsonl
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from replaylens.tools import (
+from replaylens.paper.tools import (
     DebugRun,
     ProtocolViolation,
     SealError,
@@ -44,7 +44,7 @@ def test_conditions(suite) -> None:  # type: ignore[no-untyped-def]
 
 def test_protocol_is_enforced(suite) -> None:  # type: ignore[no-untyped-def]
     t = suite.tasks[0]
-    s = ToolSession(t, "aligned", lambda task, c: __import__("replaylens.tools", fromlist=["x"]).run_candidate(
+    s = ToolSession(t, "aligned", lambda task, c: __import__("replaylens.paper.tools", fromlist=["x"]).run_candidate(
         task.sources[c], task.func, task.public))
     with pytest.raises(ProtocolViolation):
         s.submit_patch("P0")

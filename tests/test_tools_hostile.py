@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from replaylens.tools import RunResult, SandboxLimits, TestCase, run_candidate, sandbox_backend
+from replaylens.paper.tools import RunResult, SandboxLimits, TestCase, run_candidate, sandbox_backend
 
 HOSTILE = Path(__file__).parent / "hostile"
 PROJECT = str(Path(__file__).resolve().parent.parent)
@@ -32,7 +32,7 @@ SECRET_VAR = "REPLAYLENS_HOSTILE_SECRET"
 @pytest.fixture(autouse=True)
 def _needs_the_jail() -> None:
     if sandbox_backend() != "bwrap":
-        from replaylens.tools._jail import bwrap_available
+        from replaylens.paper.tools._jail import bwrap_available
 
         require("sandbox", f"hostile candidates need the bubblewrap jail: {bwrap_available()}")
 
@@ -120,7 +120,7 @@ DETAIL: dict[str, str] = {}
 
 _FLOOD = """
 import resource, sys
-from replaylens.tools import SandboxLimits, TestCase, run_candidate
+from replaylens.paper.tools import SandboxLimits, TestCase, run_candidate
 src = sys.stdin.read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 r = run_candidate(src, "f", [TestCase((1,), 2)], SandboxLimits(wall_s=60.0, per_test_s=60.0))

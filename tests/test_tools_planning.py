@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replaylens.tools import (
+from replaylens.paper.tools import (
     CONFIGS,
     PLAN_CONDITIONS,
     PlanningRun,
@@ -25,7 +25,7 @@ from replaylens.tools import (
     reference_choices,
     tool_schemas,
 )
-from replaylens.tools._planning import _lda
+from replaylens.paper.tools._planning import _lda
 
 SEED = 20260908
 

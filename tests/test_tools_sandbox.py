@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from replaylens.tools import (
+from replaylens.paper.tools import (
     FAMILIES,
     SandboxLimits,
     SandboxUnavailable,

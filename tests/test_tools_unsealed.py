@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import replaylens.tools
+import replaylens.paper.tools
 from _tools import LEDGER_ROW, small_debug_suite
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
-from replaylens.experiments import code_debugging as cd_exp
-from replaylens.experiments import planning as plan_exp
 from replaylens.llm import FakeOpenAIServer, ScriptedToolBackend, ToolTurnRequest
-from replaylens.tools import (
+from replaylens.paper.experiments import code_debugging as cd_exp
+from replaylens.paper.experiments import planning as plan_exp
+from replaylens.paper.tools import (
     DebugRun,
     LLMDebugger,
     LLMPlanner,
@@ -32,8 +32,8 @@ from replaylens.tools import (
     reanalyze,
     reanalyze_planning,
 )
-from replaylens.tools._agents import read_jsonl
-from replaylens.tools._debugging import canonical, sha256
+from replaylens.paper.tools._agents import read_jsonl
+from replaylens.paper.tools._protocol import canonical, sha256
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +162,10 @@ def test_scripted_capacity_failure_report(suite: Any, tmp_path: Path) -> None:
 
 def test_cli_writes_an_unsealed_export_and_exits_1(suite: Any, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replaylens.tools, "build_suite", lambda seed: suite)
+    monkeypatch.setattr(replaylens.paper.tools, "build_suite", lambda seed: suite)
     out = tmp_path / "debug.json.gz"
     with FakeOpenAIServer(policy=lambda sha, occ: "unknown_tool") as srv:
-        res = CliRunner().invoke(cli, ["tools", "debug", "--model", "openai/fake", "--base-url", srv.url,
+        res = CliRunner().invoke(cli, ["paper", "tools", "debug", "--model", "openai/fake", "--base-url", srv.url,
                                        "--api-key-env", "", "--env-file", str(tmp_path / "none.env"),
                                        "--run-dir", str(tmp_path / "run"), "--export", str(out)])
     assert res.exit_code == 1, res.output
@@ -182,7 +182,7 @@ def test_cli_writes_an_unsealed_export_and_exits_1(suite: Any, tmp_path: Path,
     assert {r.status for r in rows} == {"n/a"} and not any("disagreement" in r.column for r in rows)
     with pytest.raises(ConfigError, match="'sealed'"):
         reanalyze(out)
-    res = CliRunner().invoke(cli, ["reanalyze", str(out)])
+    res = CliRunner().invoke(cli, ["paper", "reanalyze", str(out)])
     assert res.exit_code == 2 and "field 'sealed' is false" in res.stderr
 
 
@@ -251,7 +251,7 @@ def _committed_unsealed(path: Path, experiment: str, planned: int) -> tuple[dict
 
 def test_committed_embedded_debugging_export_is_consistent_and_keeps_the_hidden_tests_out() -> None:
     doc, raw = _committed_unsealed(cd_exp.EMBEDDED_EXPORT, "code-debugging", 192)
-    hidden = replaylens.tools.build_suite(cd_exp.SEED).sealed_doc()
+    hidden = replaylens.paper.tools.build_suite(cd_exp.SEED).sealed_doc()
     assert sha256(canonical(hidden)) == doc["manifest"]["hidden_tests_sha256"]  # the export's own hidden tests
     for cases in hidden.values():
         assert canonical(cases) not in raw

@@ -14,13 +14,13 @@ from click.testing import CliRunner
 
 from replaylens._durable import atomic_write, locked_dir
 from replaylens.agents import HistoryReader, ReferenceRule, from_callables, load_agent
+from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.errors import AgentRaised, ConfigError, JournalError
 from replaylens.records import write_evaluator, write_futures, write_history
 from replaylens.replay import decision_seeds, replay
 from replaylens.replay._journal import Journal
 from replaylens.report import audit
-from replaylens.substrates import make_bandit
 from replaylens.testing import check_writer
 
 FAST = ["--maps", "1032", "--resamples", "200", "--cells", "value,pair", "--quiet"]

@@ -26,18 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from replaylens.agents import TaskInput
-from replaylens.controllers import OCRR, LedgerController
-from replaylens.experiments.public_data import (
-    N_STREAMS,
-    SEED,
-    STRUCTURAL_SIGMA,
-    _cell_values,
-    _ci,
-    run_matrix,
-)
-from replaylens.persistent import count_sum_agent
+from replaylens.paper.controllers import OCRR, LedgerController
+from replaylens.paper.experiments.public_data import N_STREAMS, SEED, STRUCTURAL_SIGMA, _cell_values, _ci, run_matrix
+from replaylens.paper.persistent import count_sum_agent
 from replaylens.replay import replay
-from replaylens.substrates.public import build_public
+from replaylens.paper.substrates.public import build_public
 
 PAPER_NOUPD = {("breast-cancer", "iid"): 0.834, ("breast-cancer", "shifted"): 0.755,
                ("wine-red", "iid"): 0.544, ("wine-red", "shifted"): 0.557}

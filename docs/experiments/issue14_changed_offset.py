@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import replaylens.experiments.public_data as P
-from replaylens.controllers import AgentController, NoUpdate, run_closed_loop
+import replaylens.paper.experiments.public_data as P
+from replaylens.paper.controllers import AgentController, NoUpdate, run_closed_loop
 from replaylens.maps import stream_perm
-from replaylens.persistent import build_changed, changed_ocrr_agent
+from replaylens.paper.persistent import build_changed, changed_ocrr_agent
 from replaylens.readouts import pool_tasks
 from replaylens.replay import replay
 
@@ -95,7 +95,7 @@ def run(hs_offset: str) -> None:
 
 def hs_selection_variants() -> None:
     """Executor only: pooled C − A, C − R, C − M (OCRR picks C) under other readings of "the selected three"."""
-    from replaylens.persistent import _changed as c
+    from replaylens.paper.persistent import _changed as c
     from replaylens.rng import derive_rng
 
     def arm_means(context: str, offset: str, rule: str) -> np.ndarray:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from replaylens.controllers import GenericMemory, NoUpdate, run_closed_loop
-from replaylens.experiments.synthetic_suite import SEED, _matrix, suite
+from replaylens.paper.controllers import GenericMemory, NoUpdate, run_closed_loop
+from replaylens.paper.experiments.synthetic_suite import SEED, _matrix, suite
 
 PAPER = {"Generic memory": (0.555, 0.211, 0.421, 0.199), "No update": (0.544, 0.222, 0.461, 0.158)}
 
@@ -155,7 +155,7 @@ def shrunk(world: Any, lam: float) -> Any:
     """Counterfactual world: every adaptation utility pulled towards its (stream, block, arm) mean over the
     48 tasks, u' = m + lam * (u - m).  Arm means (hence No update's utility) are unchanged; only the
     task-to-task dispersion, i.e. how often an arm's outcome crosses 0.56, changes."""
-    from replaylens.substrates.synthetic import SyntheticWorld
+    from replaylens.paper.substrates.synthetic import SyntheticWorld
 
     au = world.adapt_utility
     m = au.mean(axis=2, keepdims=True)
@@ -202,7 +202,7 @@ def part3(world: Any, gm: Any) -> None:
 
 def part4() -> None:
     """tab:policy-reverse: the OCRR-fit selected-only writer replayed on different training-pool traces."""
-    from replaylens.experiments import fitted_controls as F
+    from replaylens.paper.experiments import fitted_controls as F
     from replaylens.readouts import gamma
     from replaylens.replay import replay
 

@@ -21,10 +21,10 @@ import sys
 
 import numpy as np
 
-from replaylens.learned import _control as lc
-from replaylens.learned._control import ControlConfig, ControlEpisodes, _ControlBatch, control_data
-from replaylens.learned._data import TARGET_ENTROPY
-from replaylens.learned._train import PAPER_SETTINGS, _adam, init_recurrent
+from replaylens.paper.learned import _control as lc
+from replaylens.paper.learned._control import ControlConfig, ControlEpisodes, _ControlBatch, control_data
+from replaylens.paper.learned._data import TARGET_ENTROPY
+from replaylens.paper.learned._train import PAPER_SETTINGS, _adam, init_recurrent
 from replaylens.rng import derive_rng
 
 CHECKPOINTS = (1, 100, 400, 1200, 2400, 3600, 4800)

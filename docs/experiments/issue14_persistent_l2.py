@@ -1,6 +1,6 @@
 """Issue 14 (a): which fitting detail keeps the persistent recurrent agent from responding to rekey?
 
-Run (needs the public data: `replaylens data fetch breast-cancer wine-red`, a few minutes on 2 cores)::
+Run (needs the public data: `replaylens paper data fetch breast-cancer wine-red`, a few minutes on 2 cores)::
 
     PYTHONPATH=src python docs/experiments/issue14_persistent_l2.py
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import replaylens.experiments.public_data as P
-from replaylens.persistent import PersistentSettings
+import replaylens.paper.experiments.public_data as P
+from replaylens.paper.persistent import PersistentSettings
 
 VARIANTS = {"committed (1e-4·Σθ²)": PersistentSettings(), "l2 = 0": PersistentSettings(l2=0.0),
             "3,000 epochs": PersistentSettings(epochs=3000)}

@@ -25,9 +25,9 @@ import hashlib
 
 import numpy as np
 
-import replaylens.experiments.fitted_controls as F
-from replaylens.fitted import PAPER_FIT, FitSettings, FittedWriter, fit_recurrent
-from replaylens.fitted._fit import _RecurrentProblem, adam, init_params
+import replaylens.paper.experiments.fitted_controls as F
+from replaylens.paper.fitted import PAPER_FIT, FitSettings, FittedWriter, fit_recurrent
+from replaylens.paper.fitted._fit import _RecurrentProblem, adam, init_params
 from replaylens.readouts import a_rekey, delta, gamma
 
 PAPER_R = ((0.001, 0.005), (0.000, 0.001), (0.001, 0.000), (0.003, 0.002), (-0.003, -0.003))

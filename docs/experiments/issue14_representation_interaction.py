@@ -12,7 +12,11 @@ interaction comes from each row.
 
 from __future__ import annotations
 
-from replaylens.experiments.synthetic_suite import PAPER_CONTROLS, representation_controls, representation_interaction
+from replaylens.paper.experiments.synthetic_suite import (
+    PAPER_CONTROLS,
+    representation_controls,
+    representation_interaction,
+)
 
 COLS = {"U": ("Mean utility", 0, "Future utility"), "A": ("Action", 3, "Future actions changed"),
         "O": ("Oracle", 4, "Oracle-match change")}

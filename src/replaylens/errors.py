@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AgentError",
     "AgentRaised",
+    "BudgetExhausted",
     "ConfigError",
     "InputError",
     "JournalError",
@@ -58,6 +59,11 @@ class LawViolation(ReplayLensError, AssertionError):
         self.law = law
         self.detail = detail
         super().__init__(f"cell '{cell}' violated its declared law '{law}': {detail}")
+
+
+class BudgetExhausted(ReplayLensError):
+    """A ``--max-requests`` / ``--max-cost`` budget was reached: the run stopped cleanly (journaled; a rerun with a
+    higher budget resumes)."""
 
 
 class JournalError(ReplayLensError):

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from .._imports import missing_extra
 from ..errors import AgentRaised, ReplayLensError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,13 +51,69 @@ def user_errors(fn: F) -> F:
             msg = exc.one_line() if hasattr(exc, "one_line") else str(exc)
             click.echo(f"replaylens: error: {msg}", err=True)
             sys.exit(2)
+        except ImportError as exc:
+            extra = missing_extra(exc)
+            if extra is None:
+                raise
+            click.echo(f"replaylens: error: {extra}", err=True)
+            sys.exit(2)
         finally:
             _SHOW_TRACEBACK["on"] = False  # one invocation's flag (tests run many in one process)
     return wrapper  # type: ignore[return-value]
 
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+def sectioned(sections: dict[str, tuple[str, ...]]) -> type[click.Command]:
+    """A click command class whose help lists its options under headings (``sections``: heading → the
+    options' first long names; options named nowhere are listed under "Other options")."""
+
+    class _Sectioned(click.Command):
+        def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            rows: dict[str, list[tuple[str, str]]] = {h: [] for h in sections}
+            rows["Other options"] = []
+            for param in self.get_params(ctx):
+                rec = param.get_help_record(ctx)
+                if rec is None:
+                    continue
+                long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+                head = next((h for h, names in sections.items() if long in names), "Other options")
+                rows[head].append(rec)
+            for head, recs in rows.items():
+                if recs:
+                    with formatter.section(head):
+                        formatter.write_dl(recs)
+
+    return _Sectioned
+
+
+PLUGIN_GROUP = "replaylens.commands"
+"""Entry-point group of commands other packages add (the paper wing's ``paper`` group is one)."""
+
+
+class _Group(click.Group):
+    """The root group: its own commands, then those registered under the ``replaylens.commands`` entry points
+    (loaded only when listed or invoked, so the product never imports them)."""
+
+    def _plugins(self) -> dict[str, Any]:
+        from importlib.metadata import entry_points
+
+        return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._plugins()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        own = super().get_command(ctx, cmd_name)
+        if own is not None:
+            return own
+        ep = self._plugins().get(cmd_name)
+        if ep is None:
+            return None
+        cmd = ep.load()
+        return cmd if isinstance(cmd, click.Command) else None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok; 1 an expectation failed (check-writer, --expect-invariant, an UNSAFE "
                     "check-migration); 2 bad input or configuration; 3 the audited agent raised (rerun with "
                     "--traceback for the full trace).")

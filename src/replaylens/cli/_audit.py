@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -10,40 +9,98 @@ from typing import Any
 
 import click
 
-from ._app import F, cli, model_progress, parse_params, resolve_model, table_console, traceback_option, user_errors
+from ..settings import (
+    DEFAULT_CELLS,
+    DEFAULT_LEVEL,
+    DEFAULT_LLM_CONCURRENCY,
+    DEFAULT_RESAMPLES,
+    AuditSettings,
+    Execution,
+    ModelSpec,
+    cell_list,
+)
+from ._app import (
+    F,
+    cli,
+    model_progress,
+    parse_params,
+    resolve_model,
+    sectioned,
+    table_console,
+    traceback_option,
+    user_errors,
+)
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
 
 
-def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
-               command: str, arguments: dict[str, Any], cells: str, maps: str | None, seed: int, draws: int,
-               repeats: int, resamples: int, level: float, path: str, out: Path, quiet: bool,
-               prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
-               execution: dict[str, Any] | None = None, restart: bool = False, overwrite: bool = False,
-               expect_invariant: str = "", tolerance: float = 0.0) -> Any:
-    """Lock OUT, clean a killed run's leftovers, refuse to overwrite a different run's report, then audit."""
-    from .._durable import LockedError, clean_stale, locked_dir
-    from ..errors import ConfigError
-    from ..replay import plan_replay
+def audit_settings(*, cells: str, maps: str | None, seed: int, draws: int, repeats: int, resamples: int,
+                   level: float, path: str, execution: Execution | None = None) -> AuditSettings:
+    """The frozen settings of one audit from the command line's options."""
+    return AuditSettings(cells=cell_list(cells), maps=maps, draws=draws, repeats=repeats, seed=seed,
+                         n_resamples=resamples, level=level, path=path, execution=execution or Execution())
 
-    plan = prepared.plan if prepared is not None else plan_replay(history, futures, cells=cells, maps=maps,
-                                                                  draws=draws, repeats=repeats, seed=seed)
-    expected = _expectations(expect_invariant, plan)
-    kw: dict[str, Any] = dict(history=history, futures=futures, evaluator=evaluator, agent=agent, inputs=inputs,
-                              command=command, arguments=arguments, plan=plan, seed=seed, resamples=resamples,
-                              level=level, path=path, out=out, quiet=quiet, restart=restart, expected=expected,
-                              tolerance=tolerance, prepared=prepared, cost=cost, model=model, execution=execution)
-    if cost is not None and cost.estimate:   # an estimate writes nothing, so it neither creates nor locks OUT
-        return _locked_audit(**kw)
-    try:
-        with locked_dir(out):
-            clean_stale(out)
-            kw["restart"] = _check_overwrite(out, arguments, overwrite) or restart
-            return _locked_audit(**kw)
-    except LockedError:
-        raise ConfigError(f"{out} is in use by another replaylens run; wait for it to "
-                          "finish or use a different --out") from None
+
+def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settings: AuditSettings,
+               inputs: list[tuple[str, str | None]], command: str, arguments: dict[str, Any], out: Path,
+               quiet: bool, prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
+               restart: bool = False, overwrite: bool = False, expect_invariant: str = "",
+               tolerance: float = 0.0) -> Any:
+    """Run the library's audit (:func:`replaylens.report.run_audit`) with a progress bar, then print the
+    summary and check the --expect-invariant expectations (exit 1 on a violated one)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..errors import BudgetExhausted
+    from ..report import run_audit, stream_warning
+    from ._llmcost import attach_usage, write_partial
+
+    llm = _llm_of(agent, cost, model)
+    expected: list[str] = []
+    planned: list[Any] = []
+
+    def before_replay(plan: Any) -> None:
+        planned.append(plan)
+        expected.extend(_expectations(expect_invariant, plan))
+        if llm is not None:
+            llm.bind_plan(plan.cell_names, len(plan.draws), len(plan.maps))
+
+    if llm is not None and cost is not None:
+        if cost.estimate:   # an estimate writes nothing, so it neither creates nor locks OUT
+            return _estimate_audit(history, futures, evaluator, agent, llm, settings, cost, str(model),
+                                   before_replay)
+        if cost.budgeted:
+            llm.set_budget(cost.budget(str(model)))
+    streams = prepared.plan.streams if prepared is not None else futures.streams
+    warn = stream_warning(len(streams))
+    if warn:
+        click.echo(f"replaylens: warning: {warn}", err=True)
+    console = Console(stderr=True, quiet=quiet)
+    with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
+            model_progress(console, bar):
+        task = bar.add_task("replay", total=None, info="decisions")
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            result = run_audit(history, futures, evaluator, agent, settings, out=out, inputs=inputs,
+                               command=command, arguments=arguments, restart=restart, overwrite=overwrite,
+                               progress=progress, prepared=prepared, before_replay=before_replay)
+        except BudgetExhausted as exc:
+            assert llm is not None and cost is not None
+            write_partial(out, _usage(llm, planned[0], futures, cost, str(model), str(exc)), agent.name)
+    if llm is not None and cost is not None:
+        attach_usage(out, _usage(llm, result.decisions.plan, futures, cost, str(model), None))
+    _print_summary(result, out, quiet)
+    failed = violated_expectations(result, expected, tolerance)
+    for line in failed:
+        click.echo(line, err=True)
+    if failed:
+        sys.exit(1)
+    return result
 
 
 def _expectations(spec: str, plan: Any) -> list[str]:
@@ -57,26 +114,6 @@ def _expectations(spec: str, plan: Any) -> list[str]:
             raise ConfigError(f"--expect-invariant: {n!r} is not a replayed cell (replayed: "
                               f"{', '.join(sorted(known))}); add it to --cells")
     return names
-
-
-def _check_overwrite(out: Path, arguments: dict[str, Any], overwrite: bool) -> bool:
-    """Refuse to write over the report of a different run unless --overwrite (True: overwrite one, so
-    its journal is discarded too)."""
-    from ..errors import ConfigError
-
-    man = out / "manifest.json"
-    if not man.exists():
-        return False
-    try:
-        old = json.loads(man.read_text()).get("arguments")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        old = None
-    if json.loads(json.dumps(old, default=str)) == json.loads(json.dumps(arguments, default=str)):
-        return False
-    if not overwrite:
-        raise ConfigError(f"{out} holds the report of a different run; pass --overwrite to replace it, "
-                          "or use a new --out")
-    return True
 
 
 def violated_expectations(result: Any, expected: list[str], tolerance: float) -> list[str]:
@@ -97,74 +134,6 @@ def violated_expectations(result: Any, expected: list[str], tolerance: float) ->
         if bad:
             lines.append(f"expectation failed: {name} declared invariant, but {what}")
     return lines
-
-
-def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inputs: list[tuple[str, str | None]],
-                  command: str, arguments: dict[str, Any], plan: Any, seed: int, resamples: int, level: float,
-                  path: str, out: Path, quiet: bool, restart: bool, expected: list[str], tolerance: float,
-                  prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
-                  execution: dict[str, Any] | None = None) -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .. import __version__
-    from ..llm._types import BudgetExhausted
-    from ..replay import replay
-    from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
-    from ..report._audit import AuditResult, state_responses, stream_warning, summarize
-    from ._llmcost import attach_usage, write_partial
-
-    llm = _llm_of(agent, cost, model)
-    if llm is not None:
-        llm.cell_layout = (plan.cell_names, len(plan.draws), len(plan.maps))
-        if cost is not None and cost.estimate:
-            return _estimate_audit(history, futures, evaluator, agent, llm, plan, path, cost, str(model))
-        if cost is not None and cost.budgeted:
-            llm.budget = cost.budget(str(model))
-    warn = stream_warning(len(plan.streams))
-    if warn:
-        click.echo(f"replaylens: warning: {warn}", err=True)
-    console = Console(stderr=True, quiet=quiet)
-    with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
-            model_progress(console, bar):
-        task = bar.add_task("replay", total=None, info="decisions")
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        run = prepared.run if prepared is not None else functools.partial(replay, history, futures, evaluator,
-                                                                          plan=plan)
-        try:
-            dec = run(agent, path=path, journal=str(out / "journal"),
-                      journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)}, progress=progress,
-                      restart=restart, **(execution or {}))
-        except BudgetExhausted as exc:
-            assert llm is not None and cost is not None
-            write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
-    rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
-    result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
-                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
-    files = []
-    for role, p in inputs:
-        if p is not None:
-            fp = {"history": history, "futures": futures, "utilities": evaluator}[role].fingerprint()
-            files.append(InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=fp))
-    manifest = RunManifest(tool_version=__version__, git_revision=git_revision(), command=command,
-                           arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
-                           plan=plan.to_dict(), seeds={"root": seed, "slot_draws": [d.to_dict() for d in plan.draws],
-                                                       "bootstrap": f"SeedSequence([{seed}, 'bootstrap', cell])"},
-                           packages=package_versions())
-    write_results(result, manifest, out, history=history, futures=futures)
-    if llm is not None and cost is not None:
-        attach_usage(out, _usage(llm, plan, futures, cost, str(model), None))
-    _print_summary(result, out, quiet)
-    failed = violated_expectations(result, expected, tolerance)
-    for line in failed:
-        click.echo(line, err=True)
-    if failed:
-        sys.exit(1)
-    return result
 
 
 def _llm_of(agent: Any, cost: CostOptions | None, model: str | None) -> Any:
@@ -188,14 +157,17 @@ def _usage(llm: Any, plan: Any, futures: Any, cost: CostOptions, model: str, sto
                      stopped)
 
 
-def _estimate_audit(history: Any, futures: Any, evaluator: Any, agent: Any, llm: Any, plan: Any, path: str,
-                    cost: CostOptions, model: str) -> None:
+def _estimate_audit(history: Any, futures: Any, evaluator: Any, agent: Any, llm: Any, settings: AuditSettings,
+                    cost: CostOptions, model: str, before_replay: Any) -> None:
     """Replay with placeholder answers to collect every request, print the estimate, write nothing."""
-    from ..replay import replay
+    from ..replay import plan_replay, replay
     from ._llmcost import print_estimate
 
-    llm.mode = "estimate"
-    replay(history, futures, evaluator, agent, plan=plan, path=path)
+    plan = plan_replay(history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws,
+                       repeats=settings.repeats, seed=settings.seed)
+    before_replay(plan)
+    llm.set_mode("estimate")
+    replay(history, futures, evaluator, agent, plan=plan, path=settings.path)
     reqs = list(llm.estimated.values())
     print_estimate(reqs, model=model, backend=llm.backend, cost=cost, what=f"audit of {agent.name}",
                    group=lambda r: str(r.meta.get("cell", "unattributed")))
@@ -205,7 +177,7 @@ def _run_adaptive(history: Any, futures: Any, evaluator: Any, agent: Any, *, cel
                   draws: int, seed: int, margin: float, rounds: int, level: float, path: str, out: Path,
                   quiet: bool) -> None:
     from .._durable import atomic_write
-    from ..report._adaptive import adaptive_audit, adaptive_summary
+    from ..report import adaptive_audit, adaptive_summary
 
     res, asked, n_full = adaptive_audit(history, futures, evaluator, agent, cells=cells, maps=maps, draws=draws,
                                         seed=seed, margin=margin, rounds=rounds, level=level, path=path)
@@ -233,7 +205,7 @@ def _iv(ci: list[float | None], fmt: Any) -> str:
 def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from rich.table import Table
 
-    from ..report._audit import pct
+    from ..report import pct
 
     console = table_console()
     s = result.summary()
@@ -262,7 +234,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
 
 
 _audit_options = [
-    click.option("--cells", default="value,pair,key_slot,mask,reorder,rename", show_default=True,
+    click.option("--cells", default=",".join(DEFAULT_CELLS), show_default=True,
                  help="Cells to replay besides aligned (comma list, or 'all')."),
     click.option("--maps", default=None,
                  help="Label maps: derangements, involutions, cyclic, all, or explicit (ACMR, 1,0,3,2, JSON), "
@@ -271,9 +243,9 @@ _audit_options = [
     click.option("--draws", default=1, show_default=True, type=click.IntRange(min=1), help="Slot draws σ."),
     click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1),
                  help="Fresh repeats per decision (>= 2 enables the repeat-corrected T_gr)."),
-    click.option("--resamples", default=20_000, show_default=True, type=click.IntRange(min=1),
+    click.option("--resamples", default=DEFAULT_RESAMPLES, show_default=True, type=click.IntRange(min=1),
                  help="Stream-cluster bootstrap draws."),
-    click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.9999),
+    click.option("--level", default=DEFAULT_LEVEL, show_default=True, type=click.FloatRange(0.5, 0.9999),
                  help="Interval level."),
     click.option("--path", "path_", default="auto", show_default=True,
                  type=click.Choice(["auto", "array", "reference"]), help="Replay path."),
@@ -287,7 +259,23 @@ def _with_audit_options(fn: F) -> F:
     return fn
 
 
-@cli.command()
+AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Inputs and output": ("--history", "--future", "--utilities", "--out", "--restart", "--overwrite"),
+    "Agent": ("--agent", "--agent-param"),
+    "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--resamples", "--level",
+                           "--path"),
+    "CI gate": ("--expect-invariant", "--tolerance"),
+    "Execution": ("--workers", "--backend", "--ray-address", "--max-shard-memory", "--concurrency"),
+    "LLM agent (--agent llm)": ("--model", "--base-url", "--api-key-env", "--env-file", "--namespace", "--timeout",
+                                "--retries", "--reasoning-effort", "--service-tier", "--offline",
+                                "--response-format", "--cache", "--no-cache", "--cache-sampled"),
+    "Cost (--agent llm)": ("--estimate", "--price-in", "--price-out", "--pricing", "--max-requests", "--max-cost"),
+    "Adaptive audit": ("--adaptive", "--margin", "--rounds"),
+    "Output": ("--quiet", "--traceback", "--help"),
+}
+
+
+@cli.command(cls=sectioned(AUDIT_SECTIONS))
 @click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="History file (JSONL, CSV or Parquet).")
 @click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -385,11 +373,11 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
         agent_spec = "replaylens.llm:make_agent"
         params = {"model": resolve_model(model), "run_dir": str(out / "llm"), "base_url": base_url,
                   "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
-                  "concurrency": concurrency or 4, "timeout_s": timeout_s, "retries": retries,
+                  "concurrency": concurrency or DEFAULT_LLM_CONCURRENCY, "timeout_s": timeout_s, "retries": retries,
                   "reasoning_effort": reasoning_effort, "service_tier": service_tier, "offline": offline,
                   "seed": seed, "cache": False if no_cache else (str(cache_path) if cache_path else True),
                   "cache_sampled": cache_sampled, **params}
-        if not params["model"].startswith(("local/", "scripted/")):
+        if ModelSpec.parse(params["model"]).is_remote:
             params.setdefault("response_format", response_format)
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
@@ -409,24 +397,23 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     args = {"history": str(history_path), "future": str(future_path), "utilities": str(util_path),
             "agent": agent_spec, "agent_params": kept, "cells": cells, "maps": maps, "seed": seed, "draws": draws,
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_}
+    is_llm = agent_spec == "replaylens.llm:make_agent"
+    execution = Execution(backend=backend, workers=workers, concurrency=None if is_llm else concurrency,
+                          ray_address=ray_address, shard_memory=shard_memory_mb * 2**20 if shard_memory_mb else None)
+    settings = audit_settings(cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats, resamples=resamples,
+                              level=level, path=path_, execution=execution)
     if len(agent_specs) > 1:  # several agents, one prepared plan
         from ._agents_audit import run_agents
 
         run_agents(_run_audit, agent_specs, params, history=history, futures=futures, evaluator=evaluator,
                    inputs=[("history", str(history_path)), ("futures", str(future_path)),
-                           ("utilities", str(util_path))], arguments=args, cells=cells, maps=maps, seed=seed,
-                   draws=draws, repeats=repeats, resamples=resamples, level=level, path=path_, out=out, quiet=quiet)
+                           ("utilities", str(util_path))], arguments=args, settings=settings, out=out, quiet=quiet)
         return
-    _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
+    _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, settings=settings,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
-               command="audit", arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet, cost=cost,
-               model=params.get("model") if agent_spec == "replaylens.llm:make_agent" else None,
-               execution={"backend": "ray" if ray_address and backend == "auto" else backend, "workers": workers,
-                          "concurrency": None if agent_spec == "replaylens.llm:make_agent" else concurrency,
-                          "ray_address": ray_address,
-                          "shard_memory": shard_memory_mb * 2**20 if shard_memory_mb else None},
-               restart=restart, overwrite=overwrite, expect_invariant=expect_invariant, tolerance=tolerance)
+               command="audit", arguments=args, out=out, quiet=quiet, cost=cost,
+               model=params.get("model") if is_llm else None, restart=restart, overwrite=overwrite,
+               expect_invariant=expect_invariant, tolerance=tolerance)
 
 
 @cli.command()
@@ -442,8 +429,8 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
          draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     from ..agents import load_agent
+    from ..bandit import BANDIT_ARMS, make_bandit
     from ..records import write_evaluator, write_futures, write_history
-    from ..substrates import BANDIT_ARMS, make_bandit
 
     n_future = 16
     embedded = None
@@ -474,8 +461,9 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     args = {"agent": agent.name if embedded is None else "local/embedded", "streams": streams, "cells": cells,
             "maps": maps, "seed": seed, "draws": draws, "repeats": repeats, "resamples": resamples, "level": level,
             "path": path_}
-    _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent,
+    settings = audit_settings(cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
+                              resamples=resamples, level=level, path=path_)
+    _run_audit(history=sub.history, futures=sub.futures, evaluator=sub.evaluator, agent=agent, settings=settings,
                inputs=[("history", str(hp)), ("futures", str(fp)), ("utilities", str(up))], command="demo",
-               arguments=args, cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats,
-               resamples=resamples, level=level, path=path_, out=out, quiet=quiet,
+               arguments=args, out=out, quiet=quiet,
                overwrite=True)  # the demo directory is a scratch space: a changed demo replaces it

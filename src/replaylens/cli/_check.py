@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..settings import DEFAULT_CELLS
 from ._app import cli, parse_params, table_console, traceback_option, user_errors
 
 
@@ -16,7 +17,7 @@ from ._app import cli, parse_params, table_console, traceback_option, user_error
               help="Streams of the built-in bandit the agent is replayed on.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Root seed of the bandit, the slot draws and the per-decision rng.")
-@click.option("--cells", default="value,pair,key_slot,mask,reorder,rename", show_default=True,
+@click.option("--cells", default=",".join(DEFAULT_CELLS), show_default=True,
               help="Relations to replay (comma list); drop mask for an agent that cannot take NaN outcomes.")
 @traceback_option
 @user_errors

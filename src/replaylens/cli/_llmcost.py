@@ -93,12 +93,12 @@ class CostOptions:
             or self.pricing_file is not None
 
     def pricing(self, model: str) -> Any:
-        from ..llm._budget import load_pricing
+        from ..llm import load_pricing
 
         return load_pricing(self.pricing_file, model, self.price_in, self.price_out)
 
     def budget(self, model: str) -> Any:
-        from ..llm._budget import Budget
+        from ..llm import Budget
 
         if not self.budgeted:
             return None
@@ -113,7 +113,7 @@ def pop_cost(kwargs: dict[str, Any]) -> CostOptions:
 
 def token_counter(model: str) -> Any:
     """The model's own tokenizer for ``local/PATH.gguf`` models (llama-cpp-python installed), else chars / 4."""
-    from ..llm._budget import TokenCounter
+    from ..llm import TokenCounter
 
     provider, _, name = model.partition("/")
     return TokenCounter(name if provider == "local" and name.endswith(".gguf") else None)
@@ -121,7 +121,7 @@ def token_counter(model: str) -> Any:
 
 def message_builder(backend: Any) -> Callable[[Any], Sequence[Mapping[str, str]]]:
     """The messages a back-end would send (the schema instruction of json_object / text modes included)."""
-    from ..llm._backends import format_messages
+    from ..llm import format_messages
 
     settings = backend.settings
     if settings.provider == "openai":
@@ -133,7 +133,7 @@ def message_builder(backend: Any) -> Callable[[Any], Sequence[Mapping[str, str]]
 def print_estimate(requests: Sequence[Any], *, model: str, backend: Any, cost: CostOptions, what: str,
                    group: Callable[[Any], str] | None = None, max_tokens: int | None = None) -> dict[str, Any]:
     """Print (and return) the no-call estimate of ``requests``."""
-    from ..llm._budget import estimate_requests
+    from ..llm import estimate_requests
 
     pricing = cost.pricing(model)
     est = estimate_requests(requests, counter=token_counter(model), pricing=pricing,
@@ -161,7 +161,7 @@ def print_estimate(requests: Sequence[Any], *, model: str, backend: Any, cost: C
 def llm_usage(store: Any, pricing: Any, cells: Sequence[str], planned: Mapping[str, int] | None = None,
               stopped: str | None = None) -> dict[str, Any]:
     """The ``llm_usage`` block of summary.json: totals and per cell tokens, cost, decided/planned requests."""
-    from ..llm._budget import usage_by_cell
+    from ..llm import usage_by_cell
 
     per = usage_by_cell(store, pricing)
     for c in cells:

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from . import (  # noqa: F401  (importing a command module registers its commands)
-    _audit,
-    _check,
-    _compare,
-    _data,
-    _llm,
-    _migration,
-    _reproduce,
-    _tools,
-    _validate,
-    _view,
-)
+from . import _audit, _check, _compare, _llm, _migration, _validate, _view  # noqa: F401  (registers the commands)
 from ._app import cli, main
 
 __all__ = ["cli", "main"]

@@ -4,37 +4,32 @@
 * :mod:`serialization <replaylens.llm._serialize>` — the paper's prompt layout, namespaces, output schema;
 * back-ends — :class:`OpenAIBackend` (any OpenAI-compatible endpoint), :class:`ScriptedBackend`;
 * :class:`RunStore` / :class:`Acquirer` — frozen manifest, seeded plan, append-only attempts, gate;
-* :class:`JointDesign` / :func:`run_joint` — the joint history–menu challenge (four items per request);
 * :class:`Budget` / :func:`estimate_requests` — run budgets and the no-call cost estimate;
 * :class:`FakeOpenAIServer` — a fault-injecting local endpoint for tests and benchmarks.
 
 See docs/llm.md.
 """
 
-from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress
-from ._agent import LLMAgent, make_agent
-from ._backends import Backend, OpenAIBackend, ScriptedBackend, make_backend, scripted_tokens
-from ._budget import Budget, Pricing, TokenCounter, estimate_requests, load_pricing
-from ._cache import CachedBackend, RequestCache, default_cache_path, with_cache
-from ._fake import FAULTS, FakeOpenAIServer
-from ._joint import (
-    CELLS,
-    FORMS,
-    PAPER_ACTIONS,
-    PAPER_CONTEXTS,
-    PAPER_DOMAINS,
-    JointBlock,
-    JointDesign,
-    JointResults,
-    JointRun,
-    blocks_from_arrays,
-    run_joint,
+from ._acquire import AcquireProgress, Acquirer, AcquireSettings, AcquireSummary, acquisition_progress, run_sync
+from ._agent import PROMPT_SOURCES, TRANSPORT_SOURCES, LLMAgent, make_agent, source_digest
+from ._backends import (
+    Backend,
+    OpenAIBackend,
+    ScriptedBackend,
+    format_messages,
+    prepare_backend,
+    scripted_tokens,
 )
-from ._local import embedded_model_path, llama_available
+from ._budget import Budget, Pricing, TokenCounter, estimate_requests, load_pricing, usage_by_cell
+from ._cache import CachedBackend, RequestCache, default_cache_path, with_cache
+from ._factory import make_backend
+from ._fake import FAULTS, FakeOpenAIServer
+from ._local import LlamaCppBackend, embedded_model_path, llama_available
 from ._run import acquire_run, amend, backend_for, validate
 from ._secrets import Redactor, load_api_key
 from ._serialize import (
     DECISION_INSTRUCTION,
+    FOOTER_TEMPLATE,
     NAMESPACES,
     Binding,
     ItemDecoder,
@@ -43,15 +38,22 @@ from ._serialize import (
     PromptTemplate,
     ShownRecord,
     TextNamespace,
+    assemble_prompt,
+    canonical_json,
     decode_response,
     format_utility,
+    item_key,
+    item_sections,
     output_schema,
     parse_prompt,
     render_item,
     render_prompt,
+    resolve_namespace,
+    sha256_text,
 )
 from ._store import RunStore, ValidationReport, open_store
 from ._toolcall import (
+    REQUIRED,
     FormatError,
     LlamaToolBackend,
     OpenAIToolBackend,
@@ -61,8 +63,10 @@ from ._toolcall import (
     ToolTurn,
     ToolTurnBackend,
     ToolTurnRequest,
+    backoff_delay,
     make_tool_backend,
     parse_tool_call,
+    sampling_seed,
     tool_call_grammar,
 )
 from ._types import (
@@ -78,36 +82,13 @@ from ._types import (
 )
 
 __all__ = [
-    "Budget",
-    "BudgetExhausted",
-    "Pricing",
-    "TokenCounter",
-    "estimate_requests",
-    "load_pricing",
-    "CachedBackend",
-    "RequestCache",
-    "default_cache_path",
-    "with_cache",
-    "FormatError",
-    "LlamaToolBackend",
-    "OpenAIToolBackend",
-    "ScriptedToolBackend",
-    "ToolCall",
-    "ToolSpec",
-    "ToolTurn",
-    "ToolTurnBackend",
-    "ToolTurnRequest",
-    "make_tool_backend",
-    "parse_tool_call",
-    "tool_call_grammar",
-    "CELLS",
     "DECISION_INSTRUCTION",
     "FAULTS",
-    "FORMS",
+    "FOOTER_TEMPLATE",
     "NAMESPACES",
-    "PAPER_ACTIONS",
-    "PAPER_CONTEXTS",
-    "PAPER_DOMAINS",
+    "PROMPT_SOURCES",
+    "REQUIRED",
+    "TRANSPORT_SOURCES",
     "AccessError",
     "AcquireProgress",
     "AcquireSettings",
@@ -116,47 +97,77 @@ __all__ = [
     "Backend",
     "BackendError",
     "Binding",
+    "Budget",
+    "BudgetExhausted",
+    "CachedBackend",
     "CapacityError",
     "Completion",
     "FakeOpenAIServer",
+    "FormatError",
     "ItemDecoder",
-    "JointBlock",
-    "JointDesign",
-    "JointResults",
-    "JointRun",
     "LLMAgent",
+    "LlamaCppBackend",
+    "LlamaToolBackend",
     "MenuRow",
     "ModelSettings",
     "OpenAIBackend",
+    "OpenAIToolBackend",
+    "Pricing",
     "PromptItem",
     "PromptTemplate",
     "Redactor",
     "Request",
+    "RequestCache",
     "RunStore",
     "ScriptedBackend",
+    "ScriptedToolBackend",
     "ShownRecord",
     "TextNamespace",
+    "TokenCounter",
+    "ToolCall",
+    "ToolSpec",
+    "ToolTurn",
+    "ToolTurnBackend",
+    "ToolTurnRequest",
     "TransportError",
     "ValidationReport",
     "acquire_run",
     "acquisition_progress",
     "amend",
+    "assemble_prompt",
     "backend_for",
-    "embedded_model_path",
-    "llama_available",
-    "blocks_from_arrays",
+    "backoff_delay",
+    "canonical_json",
     "decode_response",
+    "default_cache_path",
+    "embedded_model_path",
+    "estimate_requests",
+    "format_messages",
     "format_utility",
+    "item_key",
+    "item_sections",
+    "llama_available",
     "load_api_key",
+    "load_pricing",
     "make_agent",
     "make_backend",
     "make_request",
+    "make_tool_backend",
     "open_store",
     "output_schema",
     "parse_prompt",
+    "parse_tool_call",
+    "prepare_backend",
     "render_item",
     "render_prompt",
-    "run_joint",
+    "resolve_namespace",
+    "run_sync",
+    "sampling_seed",
     "scripted_tokens",
+    "sha256_text",
+    "source_digest",
+    "tool_call_grammar",
+    "usage_by_cell",
     "validate",
+    "with_cache",
 ]

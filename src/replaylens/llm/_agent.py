@@ -22,9 +22,10 @@ import numpy as np
 from ..agents import Agent, FutureInput, HistoryReader, QueryBatch, RecordBatch, Visible
 from ..errors import AgentError, ConfigError
 from ._acquire import Acquirer, AcquireSettings, AcquireSummary
-from ._backends import Backend, make_backend, prepare_backend
+from ._backends import Backend, prepare_backend
 from ._budget import Budget
 from ._cache import with_cache
+from ._factory import make_backend
 from ._secrets import Redactor
 from ._serialize import (
     Binding,
@@ -43,8 +44,8 @@ from ._types import BudgetExhausted, Request, make_request
 __all__ = ["LLMAgent", "display_model_name", "make_agent", "source_digest"]
 
 MODES = ("online", "plan", "estimate")
-_PROMPT_SOURCES = ("_serialize.py", "_agent.py", "_joint.py")
-_TRANSPORT_SOURCES = ("_types.py", "_backends.py", "_acquire.py", "_store.py", "_secrets.py", "_budget.py")
+PROMPT_SOURCES = ("_serialize.py", "_agent.py")
+TRANSPORT_SOURCES = ("_types.py", "_backends.py", "_acquire.py", "_store.py", "_secrets.py", "_budget.py")
 
 
 def source_digest(names: Sequence[str]) -> str:
@@ -119,6 +120,23 @@ class LLMAgent:
         self._store: RunStore | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
+    # ------------------------------------------------------------------ audit hooks
+
+    def bind_plan(self, cell_names: Sequence[str], n_draws: int, n_maps: int) -> None:
+        """Tag each array-path request with its replay cell (history rows are ordered stream, cell, draw, map),
+        so token usage can be reported per cell."""
+        self.cell_layout = (tuple(cell_names), int(n_draws), int(n_maps))
+
+    def set_budget(self, budget: Budget | None) -> None:
+        """Stop acquisition cleanly with :class:`BudgetExhausted` once ``budget`` is reached."""
+        self.budget = budget
+
+    def set_mode(self, mode: str) -> None:
+        """``online`` (ask the model), ``plan`` (write plan entries only) or ``estimate`` (collect requests only)."""
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {MODES}; got {mode!r}")
+        self.mode = mode
+
     # ------------------------------------------------------------------ provenance
 
     def manifest(self) -> dict[str, Any]:
@@ -132,7 +150,7 @@ class LLMAgent:
             "ledger": self.ledger, "items_per_request": 1,
             "schema": "object {item_NN: enum of the displayed menu tokens in menu-row order}, additionalProperties "
                       "false, all keys required",
-            "source_sha256": source_digest(_PROMPT_SOURCES), "transport_sha256": source_digest(_TRANSPORT_SOURCES),
+            "source_sha256": source_digest(PROMPT_SOURCES), "transport_sha256": source_digest(TRANSPORT_SOURCES),
             "seed_registry": {
                 "base": self.seed,
                 "acquisition_order": "derive_rng(seed, 'acquisition-order', batch, sha256(sorted new request ids))",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..errors import ConfigError, ReplayLensError
+from ..errors import BudgetExhausted, ConfigError, ReplayLensError
 from ._serialize import ItemDecoder, canonical_json, output_schema, sha256_text
 
 __all__ = [
@@ -63,11 +63,6 @@ class AccessError(BackendError):
     """
 
     status = "access_error"
-
-
-class BudgetExhausted(ReplayLensError):
-    """A ``--max-requests`` / ``--max-cost`` budget was reached: the run stopped cleanly (journaled; a rerun with a
-    higher budget resumes)."""
 
 
 _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")

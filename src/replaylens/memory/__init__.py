@@ -1,11 +1,12 @@
 """Bounded memories (FIFO, event time, reservoir, binned mean), migration checks (state- and decision-level),
-public-data blocks, and policy calls over retrieved memory text through any model back-end."""
+and policy calls over retrieved memory text through any model back-end."""
 
 from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
 from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
-from ._design import HISTORIES, MemoryCondition, MemoryDecisions, MemoryDesign, transform_history
 from ._events import EVENT_FIELDS, read_events, write_events
+from ._load import load_memory_factory
 from ._memories import (
+    ACTION_ORDER,
     LINE_WIDTH,
     MEMORIES,
     BinnedMeanMemory,
@@ -28,19 +29,20 @@ from ._prompt import (
     RetrievedMeanBackend,
     acquire_decisions,
     decide_direct,
+    item_decoder,
+    manifest_core,
     memory_backend,
     parse_memory_prompt,
     render_memory_item,
     render_memory_prompt,
 )
-from ._public import MemoryBlocks, build_memory_blocks
 
 __all__ = [
+    "ACTION_ORDER",
     "EVENT_FIELDS",
-    "HISTORIES",
-    "MEMORY_INSTRUCTION",
     "LINE_WIDTH",
     "MEMORIES",
+    "MEMORY_INSTRUCTION",
     "MIGRATIONS",
     "BinnedMeanMemory",
     "BlockDiff",
@@ -50,10 +52,6 @@ __all__ = [
     "EventTimeMemory",
     "FIFOMemory",
     "Memory",
-    "MemoryBlocks",
-    "MemoryCondition",
-    "MemoryDecisions",
-    "MemoryDesign",
     "MemoryItem",
     "MemoryTemplate",
     "MigrationReport",
@@ -64,11 +62,13 @@ __all__ = [
     "acquire_decisions",
     "apply_migration",
     "audit_migration_decisions",
-    "build_memory_blocks",
     "check_migration",
     "decide_direct",
     "identifier_priority",
+    "item_decoder",
+    "load_memory_factory",
     "make_memory",
+    "manifest_core",
     "memory_backend",
     "parse_memory_prompt",
     "read_events",
@@ -77,6 +77,5 @@ __all__ = [
     "repeat_corrected",
     "retrieved_mean_policy",
     "snapshot",
-    "transform_history",
     "write_events",
 ]

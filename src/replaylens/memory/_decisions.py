@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..llm import AcquireSettings, Backend, Request, ValidationReport, make_request
-from ..llm._serialize import canonical_json, sha256_text
+from ..llm import AcquireSettings, Backend, Request, ValidationReport, canonical_json, make_request, sha256_text
 from ._check import MIGRATIONS, MemoryFactory, _relabel_map, aligned_order, apply_migration, snapshot
 from ._memories import Event
 from ._prompt import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..records._columns import Field, read_raw
+from ..records import Field, read_raw
 from ._memories import Event
 
 __all__ = ["EVENT_FIELDS", "read_events", "write_events"]

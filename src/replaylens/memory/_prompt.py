@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..llm import (
+    FOOTER_TEMPLATE,
     Acquirer,
     AcquireSettings,
     Backend,
@@ -34,12 +35,16 @@ from ..llm import (
     Redactor,
     Request,
     ValidationReport,
+    assemble_prompt,
+    canonical_json,
     decode_response,
+    item_key,
+    item_sections,
     make_backend,
     open_store,
+    run_sync,
+    sha256_text,
 )
-from ..llm._acquire import run_sync
-from ..llm._serialize import FOOTER_TEMPLATE, assemble_prompt, canonical_json, item_key, item_sections, sha256_text
 from ..rng import derive_rng
 from ._policy import retrieved_mean_policy
 
@@ -293,11 +298,11 @@ def acquire_decisions(requests: Sequence[Request], backend: Backend, run_dir: st
 
 def manifest_core(backend: Backend, acquire: AcquireSettings, template: MemoryTemplate) -> dict[str, Any]:
     """Manifest fields shared by every memory run: settings, acquisition, template, source digests."""
-    from ..llm._agent import _TRANSPORT_SOURCES, source_digest
+    from ..llm import TRANSPORT_SOURCES, source_digest
 
     return {"settings": backend.settings.to_dict(), "acquisition": acquire.to_dict(),
             "template": {"sha256": template.sha256(), "fields": template.to_dict()},
-            "source_sha256": memory_source_digest(), "transport_sha256": source_digest(_TRANSPORT_SOURCES)}
+            "source_sha256": memory_source_digest(), "transport_sha256": source_digest(TRANSPORT_SOURCES)}
 
 
 def item_decoder(menu: Sequence[tuple[str, str | None]], decode: Mapping[str, str]) -> ItemDecoder:

@@ -1,11 +1,15 @@
 """Typed histories, future task sets and evaluators, with validated IO (``docs/schema.md``)."""
 
+from ._columns import Field, read_raw
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, block_name
 from ._io import (
     EVALUATOR_FIELDS,
     FUTURE_FIELDS,
     HISTORY_FIELDS,
     check_inputs,
+    evaluator_from_rows,
+    futures_from_tasks,
+    history_from_records,
     read_evaluator,
     read_futures,
     read_history,
@@ -19,15 +23,20 @@ __all__ = [
     "FUTURE_FIELDS",
     "HISTORY_FIELDS",
     "Evaluator",
+    "Field",
     "FutureTask",
     "FutureTasks",
     "History",
     "Record",
     "block_name",
     "check_inputs",
+    "evaluator_from_rows",
+    "futures_from_tasks",
+    "history_from_records",
     "read_evaluator",
     "read_futures",
     "read_history",
+    "read_raw",
     "write_evaluator",
     "write_futures",
     "write_history",

@@ -80,7 +80,7 @@ class History:
     ``slot`` is the record's position in its stream's ingestion order and is unique within a
     stream; a block is the set of a stream's records sharing (family, context).  ``outcome``
     is the utility in [0, 1], NaN when masked.  Build with :meth:`from_columns`,
-    :meth:`from_records` or :func:`replaylens.read_history`; instances are immutable.
+    :func:`~replaylens.records.history_from_records` or :func:`replaylens.read_history`; instances are immutable.
     """
 
     stream: np.ndarray
@@ -191,14 +191,6 @@ class History:
             _stream_order=order_streams,
         )
 
-    @classmethod
-    def from_records(cls, records: Sequence[Record | Mapping[str, Any]], source: str = "<memory>") -> History:
-        """Build from :class:`Record` objects or mappings with the documented field names."""
-        rows = [r if isinstance(r, Mapping) else _record_dict(r) for r in records]
-        from ._io import history_from_rows
-
-        return history_from_rows(rows, source=source, lines=None)
-
     # ------------------------------------------------------------------ access
     def __len__(self) -> int:
         return int(self.stream.shape[0])
@@ -279,7 +271,7 @@ class History:
         return f"History(records={len(self)}, streams={len(self.streams)}, source={self.source!r})"
 
 
-def _record_dict(r: Record) -> dict[str, Any]:
+def record_dict(r: Record) -> dict[str, Any]:
     return {
         "stream": r.stream, "family": r.family, "context": r.context, "slot": r.slot, "task": r.task,
         "key": r.key, "outcome": r.outcome, "event_time": r.event_time, "event_id": r.event_id,
@@ -325,13 +317,6 @@ class FutureTasks:
         if not self.tasks:
             raise InputError(self.source, None, None, "the future task set is empty")
 
-    @classmethod
-    def from_tasks(cls, tasks: Sequence[FutureTask | Mapping[str, Any]], source: str = "<memory>") -> FutureTasks:
-        rows = [t if isinstance(t, Mapping) else _future_dict(t) for t in tasks]
-        from ._io import futures_from_rows
-
-        return futures_from_rows(rows, source=source, lines=None)
-
     def __len__(self) -> int:
         return len(self.tasks)
 
@@ -358,17 +343,17 @@ class FutureTasks:
     def to_pandas(self) -> Any:
         import pandas as pd
 
-        return pd.DataFrame([_future_dict(t) for t in self.tasks])
+        return pd.DataFrame([future_dict(t) for t in self.tasks])
 
     def fingerprint(self) -> str:
-        payload = json.dumps([_future_dict(t) for t in self.tasks], sort_keys=True, separators=(",", ":"))
+        payload = json.dumps([future_dict(t) for t in self.tasks], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def __repr__(self) -> str:
         return f"FutureTasks(tasks={len(self)}, streams={len(self.streams)}, strata={len(self.strata)})"
 
 
-def _future_dict(t: FutureTask) -> dict[str, Any]:
+def future_dict(t: FutureTask) -> dict[str, Any]:
     d: dict[str, Any] = {
         "stream": t.stream, "family": t.family, "context": t.context, "task": t.task, "menu": list(t.menu),
     }
@@ -389,12 +374,6 @@ class Evaluator:
 
     table: Mapping[tuple[str, str], Mapping[str, float]]
     source: str = "<memory>"
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[Mapping[str, Any]], source: str = "<memory>") -> Evaluator:
-        from ._io import evaluator_from_rows
-
-        return evaluator_from_rows(list(rows), source=source, lines=None)
 
     def utilities(self, task: FutureTask) -> np.ndarray:
         """g̃(x, a) for a in the task's menu (menu order)."""

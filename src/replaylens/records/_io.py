@@ -20,13 +20,16 @@ import numpy as np
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
-from ._history import Evaluator, FutureTask, FutureTasks, History
+from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
 
 __all__ = [
     "EVALUATOR_FIELDS",
     "FUTURE_FIELDS",
     "HISTORY_FIELDS",
     "check_inputs",
+    "evaluator_from_rows",
+    "futures_from_tasks",
+    "history_from_records",
     "read_evaluator",
     "read_futures",
     "read_history",
@@ -48,6 +51,19 @@ def _reject_unknown(t: RawTable, allowed: Sequence[str]) -> None:
         for k in row:
             if k not in ok:
                 raise InputError(t.source, t.lines[i], k, f"unknown field; allowed fields: {', '.join(allowed)}")
+
+
+def history_from_records(records: Sequence[Record | Mapping[str, Any]], source: str = "<memory>") -> History:
+    """A validated :class:`History` from :class:`Record` objects or mappings with the documented field names
+    (the same checks and messages as the file readers)."""
+    rows = [r if isinstance(r, Mapping) else record_dict(r) for r in records]
+    return history_from_rows(rows, source=source, lines=None)
+
+
+def futures_from_tasks(tasks: Sequence[FutureTask | Mapping[str, Any]], source: str = "<memory>") -> FutureTasks:
+    """A validated :class:`FutureTasks` from :class:`FutureTask` objects or mappings (canonical order)."""
+    rows = [t if isinstance(t, Mapping) else future_dict(t) for t in tasks]
+    return futures_from_rows(rows, source=source, lines=None)
 
 
 def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None,
@@ -115,7 +131,10 @@ def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
     return FutureTasks(tuple(out), source=source)
 
 
-def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> Evaluator:
+def evaluator_from_rows(rows: Sequence[Mapping[str, Any]], source: str = "<memory>",
+                        lines: Sequence[int] | None = None) -> Evaluator:
+    """A validated :class:`Evaluator` (utility table) from mappings with stream, task, key and utility."""
+    rows = list(rows)
     t = RawTable(source, [dict(r) for r in rows], list(lines) if lines is not None else
                  list(range(1, len(rows) + 1)))
     if not t.rows:
@@ -430,10 +449,8 @@ def write_history(history: History, path: str | os.PathLike[str], fmt: str | Non
 
 def write_futures(futures: FutureTasks, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
     """Write a future task set atomically."""
-    from ._history import _future_dict
-
     p = Path(path)
-    _write_rows([_future_dict(t) for t in futures.tasks], FUTURE_FIELDS, p, fmt)
+    _write_rows([future_dict(t) for t in futures.tasks], FUTURE_FIELDS, p, fmt)
     return p
 
 

@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from ..interventions import Cell, resolve_cells
 from ..maps import LabelMap, SlotSpec, resolve_maps
 from ..records import FutureTasks, History, check_inputs
+from ..settings import STRUCTURAL_CELLS
 
 __all__ = ["ReplayPlan", "default_maps", "plan_replay"]
 
@@ -85,7 +86,7 @@ def plan_replay(
     history: History,
     futures: FutureTasks,
     *,
-    cells: str | Sequence[str] = "value,pair,key_slot",
+    cells: str | Sequence[str] = STRUCTURAL_CELLS,
     maps: str | Sequence[str] | None = None,
     draws: int | Sequence[SlotSpec] = 1,
     repeats: int = 1,

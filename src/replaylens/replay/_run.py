@@ -14,6 +14,7 @@ from ..agents import Agent, SupportLookup, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
+from ..settings import STRUCTURAL_CELLS
 from ._backends import ShardJob, async_bridge, make_executor, resolve_backend
 from ._engine import (
     DEFAULT_SHARD_MEMORY,
@@ -40,7 +41,7 @@ def replay(
     agent: Agent | Any,
     *,
     plan: ReplayPlan | None = None,
-    cells: str | Sequence[str] = "value,pair,key_slot",
+    cells: str | Sequence[str] = STRUCTURAL_CELLS,
     maps: str | Sequence[str] | None = None,
     draws: int | Sequence[SlotSpec] = 1,
     repeats: int = 1,
@@ -81,7 +82,7 @@ def prepare_replay(
     evaluator: Evaluator,
     *,
     plan: ReplayPlan | None = None,
-    cells: str | Sequence[str] = "value,pair,key_slot",
+    cells: str | Sequence[str] = STRUCTURAL_CELLS,
     maps: str | Sequence[str] | None = None,
     draws: int | Sequence[SlotSpec] = 1,
     repeats: int = 1,

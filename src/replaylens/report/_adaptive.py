@@ -23,12 +23,13 @@ from ..inference import AdaptiveResult, adaptive_cells
 from ..readouts import direct_action_contrast
 from ..records import Evaluator, FutureTasks, History
 from ..replay import plan_replay, prepare_replay
+from ..settings import STRUCTURAL_CELLS
 
 __all__ = ["adaptive_audit", "adaptive_summary"]
 
 
 def adaptive_audit(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, *,
-                   cells: str | Sequence[str] = "value,pair,key_slot", maps: str | Sequence[str] | None = None,
+                   cells: str | Sequence[str] = STRUCTURAL_CELLS, maps: str | Sequence[str] | None = None,
                    draws: int = 1, seed: int = 0, margin: float = 0.05, rounds: int = 10, level: float = 0.95,
                    path: str = "auto") -> tuple[AdaptiveResult, int, int]:
     """Adaptive replay of ``agent``; returns the result, decisions replayed, and the full matrix's decisions."""

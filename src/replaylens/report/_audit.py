@@ -15,15 +15,13 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, as_agent
+from ..agents import Agent
 from ..inference import BootstrapResult, SignFlipResult, cluster_bootstrap, sign_flip_test
-from ..maps import SlotSpec
 from ..readouts import (
     StreamValues,
     a_rekey,
@@ -37,15 +35,13 @@ from ..records import Evaluator, FutureTasks, History
 from ..replay import (
     Decisions,
     ReplayPlan,
-    plan_replay,
     prepare_replay,
-    replay,
     state_fingerprinter,
     state_response,
 )
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "audit", "pct", "state_responses", "strict_json", "stream_warning",
+__all__ = ["AuditResult", "CellSummary", "pct", "state_responses", "strict_json", "stream_warning",
            "summarize"]
 
 MIN_STREAMS = 8
@@ -260,43 +256,3 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         rows.append(_row(d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
                          int(changed.size), seed, n_resamples, level, len(plan.cells)))
     return rows
-
-
-def audit(
-    history: History,
-    futures: FutureTasks,
-    evaluator: Evaluator,
-    agent: Agent | Any,
-    *,
-    cells: str | Sequence[str] = "value,pair,key_slot,mask,reorder,rename",
-    maps: str | Sequence[str] | None = None,
-    draws: int | Sequence[SlotSpec] = 1,
-    repeats: int = 1,
-    seed: int = 0,
-    n_resamples: int = 20_000,
-    level: float = 0.95,
-    path: str = "auto",
-    journal: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    backend: str = "auto",
-    workers: int | None = None,
-    concurrency: int | None = None,
-    ray_address: str | None = None,
-    shard_memory: int | None = None,
-) -> AuditResult:
-    """Run an audit: plan, replay (journaled when ``journal`` is set), read out and infer.
-
-    ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory`` choose how shards run
-    (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
-    ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
-    """
-    agent = as_agent(agent)
-    plan = plan_replay(history, futures, cells=cells, maps=maps, draws=draws, repeats=repeats, seed=seed)
-    dec = replay(history, futures, evaluator, agent, plan=plan, path=path, journal=journal, progress=progress,
-                 backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
-                 shard_memory=shard_memory)
-    rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
-    settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
-                "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
-                "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
-    return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)

@@ -118,8 +118,7 @@ class OpenAIEmbedder:
 
     def __init__(self, model: str, base_url: str, *, api_key: str | None = None, dim: int | None = None,
                  batch_size: int = 64, timeout_s: float = 60.0) -> None:
-        from openai import OpenAI
-
+        openai: Any = import_backend("openai", "the openai embedder", "replaylens[llm]")
         if not model or not base_url:
             raise ConfigError("the openai embedder needs a model and a base_url (openai:MODEL@URL)")
         if batch_size < 1:
@@ -128,7 +127,8 @@ class OpenAIEmbedder:
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
         self._dim = dim
-        self._client = OpenAI(api_key=api_key or "no-key", base_url=self.base_url, max_retries=0, timeout=timeout_s)
+        self._client = openai.OpenAI(api_key=api_key or "no-key", base_url=self.base_url, max_retries=0,
+                                     timeout=timeout_s)
 
     @property
     def dim(self) -> int:

@@ -94,14 +94,14 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
-def import_backend(module: str, what: str) -> ModuleType:
+def import_backend(module: str, what: str, extra: str = EXTRA) -> ModuleType:
     """Import an optional backend package for ``what`` ("the chroma store"), or raise ConfigError with one line
     naming the extra to install."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"{what} needs the {module.split('.')[0]!r} package ({exc}); "
-                          f"install it with: pip install '{EXTRA}'") from None
+                          f"install it with: pip install '{extra}'") from None
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..agents import Agent, FutureInput, TaskInput, as_agent
+from ..bandit import make_bandit
 from ..errors import AgentRaised, ConfigError
 from ..readouts import a_rekey, direct_action_contrast
 from ..replay import Decisions, prepare_replay, replay, state_fingerprinter, state_response
-from ..substrates import make_bandit
 
 __all__ = ["CheckResult", "RelationCheck", "WriterReport", "check_writer"]
 

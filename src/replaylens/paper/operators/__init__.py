@@ -1,0 +1,110 @@
+"""Opaque operator families and signature patterns (paper L1305–1585; partA §1, core §11.3).
+
+Prefix-causal state writers with known update laws, as ReplayLens agents with a per-record path
+and an exact array path: the canonical 12 (built-in known-law agents), held-out composites,
+coefficient-randomized linear writers, readout-basis variants, nonlinear writers and the four
+family-blind laws; the signature decoders (τ = 10⁻⁶ four-class, 0.050 pair law), the blinding
+harness and the threshold-sensitivity grid; terminal-state diagnostics (pair-state distance).
+
+Replays, signatures and the paper tables live in :mod:`replaylens.paper.experiments.operators`.
+"""
+
+from ._blind import (
+    FAMILY_TAU,
+    PAIR_THRESHOLD,
+    THRESHOLD_GRID,
+    BlindChallenge,
+    BlindSet,
+    PairDecoder,
+    Signature,
+    ThresholdRow,
+    blind_challenge,
+    decode_family,
+    threshold_sensitivity,
+)
+from ._core import ARMS, STRATA, Readout, StateOperator, UpdateLaw, centered, linear
+from ._families import (
+    BLIND_DIMS,
+    BLIND_LAWS,
+    OPERATOR_SEED,
+    READOUT_BASES,
+    VALUE_DIRECTION,
+    Operator,
+    blind_operators,
+    canonical_operators,
+    composite_operators,
+    context_readout,
+    haar_rows,
+    nonlinear_operators,
+    random_operators,
+    readout_operators,
+    sign_readout,
+    spectral_scaled,
+    unit_rows,
+)
+from ._laws import (
+    AffineLaw,
+    BilinearLaw,
+    FeatureSumLaw,
+    KeyOrderLaw,
+    KeyValueLaw,
+    NonlinearRecurrentLaw,
+    NonlinearSumLaw,
+    PositionMixedLaw,
+    SecondOrderLaw,
+    ValueOrderLaw,
+    psi,
+)
+from ._states import CellStates, cell_states, pair_state_distance
+
+__all__ = [
+    "ARMS",
+    "BLIND_DIMS",
+    "BLIND_LAWS",
+    "FAMILY_TAU",
+    "OPERATOR_SEED",
+    "PAIR_THRESHOLD",
+    "READOUT_BASES",
+    "STRATA",
+    "THRESHOLD_GRID",
+    "VALUE_DIRECTION",
+    "AffineLaw",
+    "BilinearLaw",
+    "BlindChallenge",
+    "BlindSet",
+    "CellStates",
+    "FeatureSumLaw",
+    "KeyOrderLaw",
+    "KeyValueLaw",
+    "NonlinearRecurrentLaw",
+    "NonlinearSumLaw",
+    "Operator",
+    "PairDecoder",
+    "PositionMixedLaw",
+    "Readout",
+    "SecondOrderLaw",
+    "Signature",
+    "StateOperator",
+    "ThresholdRow",
+    "UpdateLaw",
+    "ValueOrderLaw",
+    "blind_challenge",
+    "blind_operators",
+    "canonical_operators",
+    "cell_states",
+    "centered",
+    "composite_operators",
+    "context_readout",
+    "decode_family",
+    "haar_rows",
+    "linear",
+    "nonlinear_operators",
+    "pair_state_distance",
+    "psi",
+    "random_operators",
+    "readout_operators",
+    "sign_readout",
+    "spectral_scaled",
+    "threshold_sensitivity",
+    "unit_rows",
+]

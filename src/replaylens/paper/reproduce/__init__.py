@@ -1,0 +1,33 @@
+"""Reproduction framework: paper value vs ours, side by side, under one declared tolerance policy."""
+
+from ._catalog import REPRODUCTIONS, Reproduction, get_reproduction, register_reproduction
+from ._markdown import read_json_rows, render_reproduction_markdown, update_reproduction_markdown
+from ._paper_tables import PAPER_TABLES, UNREPRODUCED
+from ._policy import POLICY, Quantity, ToleranceRule, apply_policy, classify, policy_tolerance, sign_rows
+from ._registry import STATUSES, Comparison, compare
+from ._tables import TableStatus, paper_table_lines, paper_table_status
+
+__all__ = [
+    "PAPER_TABLES",
+    "POLICY",
+    "REPRODUCTIONS",
+    "STATUSES",
+    "UNREPRODUCED",
+    "Comparison",
+    "Quantity",
+    "Reproduction",
+    "TableStatus",
+    "ToleranceRule",
+    "apply_policy",
+    "classify",
+    "compare",
+    "get_reproduction",
+    "paper_table_lines",
+    "paper_table_status",
+    "policy_tolerance",
+    "read_json_rows",
+    "register_reproduction",
+    "render_reproduction_markdown",
+    "sign_rows",
+    "update_reproduction_markdown",
+]

@@ -1,0 +1,65 @@
+"""The reproduction framework: named comparisons of the paper's numbers with ours.
+
+A reproduction is a function returning :class:`Comparison` rows; ``replaylens paper reproduce NAME``
+prints them side by side and ``--json`` prints one object per row with the keys table, row,
+column, paper, ours, tolerance, status and note.  Statuses (:data:`STATUSES`):
+
+* ``match`` / ``differs``: the paper printed this number for this system; ours is / is not within the
+  tolerance the policy (``_policy.py``) allows;
+* ``self-check`` / ``self-check failed``: the expected value is a structural property of our own agent
+  (e.g. the scripted Mean agent agreeing with the Mean rule), not a number the paper printed for the
+  system it ran; it holds / does not hold exactly;
+* ``n/a``: one side is missing (e.g. a hosted-model value shown for reference).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from ...errors import ConfigError
+
+__all__ = ["STATUSES", "Comparison", "compare"]
+
+STATUSES = ("match", "differs", "self-check", "self-check failed", "n/a")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The paper's value next to ours for one (table, row, column)."""
+
+    table: str
+    row: str
+    column: str
+    paper: float | None
+    ours: float | None
+    tolerance: float | None
+    status: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def compare(table: str, row: str, column: str, paper: float | None, ours: float | None,
+            tolerance: float | None = 0.0, note: str = "", *, self_check: bool = False) -> Comparison:
+    """Build a row; status is ``match`` when |ours − paper| ≤ tolerance, ``differs`` otherwise,
+    ``n/a`` when either side is missing (e.g. the paper's hosted-model value shown for reference).
+
+    ``self_check``: ``paper`` is a structural expectation of our own agent, not a value the paper printed
+    for the system it ran; the row is compared exactly (tolerance 0) and its status is ``self-check`` or
+    ``self-check failed``."""
+    if self_check:
+        if paper is None or ours is None:
+            raise ConfigError(f"self-check row {table}/{row}/{column} needs both the expectation and ours")
+        tolerance = 0.0
+    if paper is None or ours is None or tolerance is None or (isinstance(ours, float) and math.isnan(ours)):
+        status = "n/a"
+    else:
+        ok = abs(float(ours) - float(paper)) <= float(tolerance) + 1e-12
+        if self_check:
+            status = "self-check" if ok else "self-check failed"
+        else:
+            status = "match" if ok else "differs"
+    return Comparison(table, row, column, None if paper is None else float(paper),
+                      None if ours is None else float(ours), tolerance, status, note)

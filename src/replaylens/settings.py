@@ -1,0 +1,149 @@
+"""Typed, frozen settings of an audit and the one place each default lives.
+
+The CLI parses its options into these values and hands them to the library
+(:func:`replaylens.report.run_audit`); the Python API builds the same values from keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CELLS",
+    "DEFAULT_LEVEL",
+    "DEFAULT_LLM_CONCURRENCY",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SHARD_MEMORY",
+    "PROVIDERS",
+    "STRUCTURAL_CELLS",
+    "AuditSettings",
+    "Execution",
+    "ModelSpec",
+    "cell_list",
+]
+
+DEFAULT_CELLS: tuple[str, ...] = ("value", "pair", "key_slot", "mask", "reorder", "rename")
+"""The cells an audit replays besides aligned unless told otherwise (``audit``, ``check-writer``, ``demo``)."""
+
+STRUCTURAL_CELLS: tuple[str, ...] = ("value", "pair", "key_slot")
+"""The paper's three structural cells: the default of the low-level :func:`replaylens.replay` / ``plan_replay``."""
+
+DEFAULT_RESAMPLES = 20_000
+"""Stream-cluster bootstrap draws (and sign-flip draws) of an audit."""
+
+DEFAULT_LEVEL = 0.95
+"""Interval level of an audit."""
+
+DEFAULT_LLM_CONCURRENCY = 4
+"""Concurrent model requests of an audited LLM agent (remote endpoints)."""
+
+DEFAULT_SHARD_MEMORY = 256 * 2**20
+"""Memory budget of one vectorized shard, in bytes."""
+
+PROVIDERS = ("openai", "local", "scripted")
+"""Model providers: any OpenAI-compatible endpoint, a local GGUF file through llama-cpp-python, a scripted rule."""
+
+
+def cell_list(cells: str | Sequence[str]) -> tuple[str, ...]:
+    """``"value,pair"`` or ``["value", "pair"]`` → ``("value", "pair")`` (order kept, blanks dropped)."""
+    items = cells.split(",") if isinstance(cells, str) else list(cells)
+    return tuple(c.strip() for c in items if c.strip())
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model named ``provider/name``: ``openai/NAME``, ``local/PATH.gguf`` or ``scripted/RULE`` (parsed once)."""
+
+    provider: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        provider, sep, name = text.partition("/")
+        if not sep or not name:
+            raise ConfigError(f"model must look like openai/NAME, scripted/RULE or local/PATH; got {text!r}")
+        if provider not in PROVIDERS:
+            raise ConfigError(f"unknown model provider {provider!r}; use openai/NAME, scripted/RULE or local/PATH")
+        return cls(provider, name)
+
+    @property
+    def is_local(self) -> bool:
+        return self.provider == "local"
+
+    @property
+    def is_scripted(self) -> bool:
+        return self.provider == "scripted"
+
+    @property
+    def is_remote(self) -> bool:
+        """A model behind a network endpoint (requests cost money and time; an API key may be needed)."""
+        return self.provider == "openai"
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how the shards of a replay run; the decisions are the same whatever is chosen.
+
+    ``backend``: auto, serial, threads, processes or ray (auto: ray with a ``ray_address``, processes with
+    ``workers`` > 1, threads with ``concurrency`` > 1, else serial).  ``shard_memory`` is in bytes.
+    """
+
+    backend: str = "auto"
+    workers: int | None = None
+    concurrency: int | None = None
+    ray_address: str | None = None
+    shard_memory: int | None = None
+
+    @property
+    def resolved_backend(self) -> str:
+        """The backend asked for, with "a Ray address means the Ray backend" decided here and only here."""
+        return "ray" if self.ray_address and self.backend == "auto" else self.backend
+
+    def replay_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`replaylens.replay.PreparedReplay.run`."""
+        return {"backend": self.resolved_backend, "workers": self.workers, "concurrency": self.concurrency,
+                "ray_address": self.ray_address, "shard_memory": self.shard_memory}
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """Everything that decides an audit's result besides its inputs and agent, plus how it runs.
+
+    ``cells``/``maps``/``draws``/``repeats``/``seed`` make the replay plan; ``n_resamples``/``level`` the
+    inference; ``path`` the replay path (auto, array, reference); ``execution`` where shards run.
+    """
+
+    cells: tuple[str, ...] = DEFAULT_CELLS
+    maps: str | tuple[str, ...] | None = None
+    draws: int | tuple[Any, ...] = 1
+    repeats: int = 1
+    seed: int = 0
+    n_resamples: int = DEFAULT_RESAMPLES
+    level: float = DEFAULT_LEVEL
+    path: str = "auto"
+    execution: Execution = field(default_factory=Execution)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cells", cell_list(self.cells))
+        if isinstance(self.maps, list):
+            object.__setattr__(self, "maps", tuple(self.maps))
+        if isinstance(self.draws, list):
+            object.__setattr__(self, "draws", tuple(self.draws))
+        if self.repeats < 1:
+            raise ConfigError(f"repeats must be >= 1; got {self.repeats}")
+        if self.n_resamples < 1:
+            raise ConfigError(f"n_resamples must be >= 1; got {self.n_resamples}")
+        if not 0.5 <= self.level < 1:
+            raise ConfigError(f"level must be in [0.5, 1); got {self.level}")
+        if self.path not in ("auto", "array", "reference"):
+            raise ConfigError(f"path must be auto, array or reference; got {self.path!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
