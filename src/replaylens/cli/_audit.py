@@ -111,7 +111,7 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
     from ..llm._types import BudgetExhausted
     from ..replay import replay
     from ..report import InputFile, RunManifest, file_sha256, git_revision, package_versions, write_results
-    from ..report._audit import AuditResult, state_responses, stream_warning, summarize
+    from ..report._audit import AuditResult, extra_readouts, state_responses, stream_warning, summarize
     from ._llmcost import attach_usage, write_partial
 
     llm = _llm_of(agent, cost, model)
@@ -144,7 +144,9 @@ def _locked_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, inp
             write_partial(out, _usage(llm, plan, futures, cost, str(model), str(exc)), agent.name)
     rows = summarize(dec, seed=seed, n_resamples=resamples, level=level)
     result = AuditResult(dec, tuple(rows), seed, resamples, level, agent,
-                         {"state_response": state_responses(history, futures, evaluator, agent, plan)})
+                         {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                          **extra_readouts(history, futures, agent, plan, dec, seed=seed, n_resamples=resamples,
+                                           level=level)})
     files = []
     for role, p in inputs:
         if p is not None:
@@ -257,6 +259,10 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     for cell, st in s["state_response"].items():
         click.echo(f"state response S_{cell} vs S_aligned: {int(st['changed'])} of {int(st['total'])} states "
                    "changed" + (" (no decision change is not invariance)" if st["changed"] else ""))
+    from ..report._stores import retrieval_console_lines
+
+    for line in retrieval_console_lines(s):  # a retrieval agent's retrieval level and cross-tab per cell
+        click.echo(line)
     if not quiet:
         click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 
@@ -436,11 +442,20 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                    "embedded model when installed, else the scripted Mean rule.")
 @click.option("--scripted", is_flag=True, help="Use the scripted Mean agent even if the embedded model is installed.")
 @click.option("--streams", default=16, show_default=True, type=click.IntRange(min=2))
+@click.option("--stores", is_flag=True,
+              help="Instead: a retrieval-memory agent on the shipped tool-use log (retrieval and decision level per "
+                   "cell) and store migration checks (Chroma → Qdrant, hnswlib at ef 10 and 200); needs "
+                   "replaylens[stores].")
 @_with_audit_options
 @user_errors
 def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
-         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool) -> None:
+         draws: int, repeats: int, resamples: int, level: float, path_: str, quiet: bool, stores: bool = False) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
+    if stores:  # replaylens.retrieval's demo: cli/_stores.py
+        from ._stores import run_stores_demo
+
+        run_stores_demo(out=out, seed=seed, resamples=resamples, level=level, quiet=quiet)
+        return
     from ..agents import load_agent
     from ..records import write_evaluator, write_futures, write_history
     from ..substrates import BANDIT_ARMS, make_bandit

@@ -45,8 +45,8 @@ from ..replay import (
 )
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "audit", "pct", "state_responses", "strict_json", "stream_warning",
-           "summarize"]
+__all__ = ["AuditResult", "CellSummary", "audit", "extra_readouts", "pct", "state_responses", "strict_json",
+           "stream_warning", "summarize"]
 
 MIN_STREAMS = 8
 
@@ -190,6 +190,7 @@ class AuditResult:
             "verdicts": self.verdicts(),
             "warnings": [warn] if warn else [],
             "state_response": self.settings.get("state_response", {}),
+            **({"retrieval": self.settings["retrieval"]} if self.settings.get("retrieval") else {}),
         })
 
 
@@ -230,6 +231,16 @@ def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator
         if sr is not None:
             out[cell.name] = {"changed": sr.changed, "total": sr.total, "share": sr.share}
     return out
+
+
+def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: ReplayPlan, d: Decisions, *,
+                   seed: int, n_resamples: int, level: float) -> dict[str, Any]:
+    """Readouts an agent's policy adds itself through ``extra_readouts(...)`` (a retrieval agent's retrieval
+    level and cross-tab per cell, :mod:`replaylens.retrieval`); empty for every other agent."""
+    fn = getattr(agent.policy, "extra_readouts", None)
+    if not callable(fn):
+        return {}
+    return dict(fn(history, futures, plan, d, seed=seed, n_resamples=n_resamples, level=level))
 
 
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
@@ -297,6 +308,7 @@ def audit(
                  shard_memory=shard_memory)
     rows = summarize(dec, seed=seed, n_resamples=n_resamples, level=level)
     settings = {"state_response": state_responses(history, futures, evaluator, agent, plan),
+                **extra_readouts(history, futures, agent, plan, dec, seed=seed, n_resamples=n_resamples, level=level),
                 "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
                 "repeats": plan.repeats, "seed": seed, "n_resamples": n_resamples, "level": level, "path": dec.path}
     return AuditResult(dec, tuple(rows), seed, n_resamples, level, agent, settings)
