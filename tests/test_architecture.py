@@ -22,6 +22,7 @@ RANK = {
     "interventions": 3,
     "agents": 4,
     "operators": 4.5, "learned": 4.5, "controllers": 4.5, "llm": 4.5, "fitted": 4.5, "persistent": 4.5,
+    "stores": 4.6,  # vector stores and embedders (an integration: imports only errors and _imports)
     "memory": 4.7, "tools": 4.7,  # memory pipelines and tool environments run their agents through llm back-ends
     "replay": 5,
     "readouts": 6, "inference": 6,

@@ -1,0 +1,175 @@
+"""Private: vector-index adapters that hold raw vectors: FAISS (flat inner product or HNSW) and hnswlib."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ._types import Embedder, Hit, Params, Scalar, StoreItem, check_embedded, check_k, import_backend, unit_rows
+
+__all__ = ["FaissStore", "HnswlibStore"]
+
+
+class _Vectors:
+    """The shared part: embed in batches of ``batch_size`` and keep each label's id and metadata."""
+
+    name = ""
+
+    def __init__(self, embedder: Embedder, batch_size: int) -> None:
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self._ids: list[str] = []
+        self._meta: list[dict[str, Scalar]] = []
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        v = self.embedder.embed(texts)
+        return unit_rows(check_embedded(v, len(texts), self.embedder.dim, self.embedder.fingerprint()))
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        return self._embed([text])
+
+    def add(self, items: Sequence[StoreItem]) -> None:
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start:start + self.batch_size]
+            self._add_batch(batch, self._embed([it.text for it in batch]))
+
+    def _add_batch(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class FaissStore(_Vectors):
+    """FAISS over unit vectors: ``index="flat"`` (IndexFlatIP, exact inner product = cosine similarity, the
+    default) or ``index="hnsw"`` (IndexHNSWFlat, inner product; params ``M``, ``ef_construction``, ``ef``).
+    FAISS has no ids of its own: every ``add`` appends, so re-adding an id stores a second copy (both can be
+    retrieved). ``threads`` sets FAISS's OpenMP thread count, which is process-wide. With ``path`` the index is
+    written on ``close()`` (faiss.write_index) and read back on construction.
+    """
+
+    name = "faiss"
+
+    def __init__(self, embedder: Embedder, *, path: Path | None = None,
+                 params: Mapping[str, object] | None = None) -> None:
+        p = Params("faiss", params or {})
+        kind = p.get_str("index", "flat", choices=("flat", "hnsw"))
+        m = p.get_int("M", 32, low=2)
+        efc = p.get_int("ef_construction", 40, low=1)
+        self.ef = p.get_int("ef", 16, low=1)
+        threads = p.get_int("threads", 0, low=0)
+        super().__init__(embedder, p.get_int("batch_size", 1024, low=1))
+        p.done()
+        self._faiss: Any = import_backend("faiss", "faiss")
+        if threads:
+            self._faiss.omp_set_num_threads(threads)
+        self.kind = kind
+        self.path = path
+        dim = embedder.dim
+        if path is not None and (path / "faiss.index").is_file():
+            self._index = self._faiss.read_index(str(path / "faiss.index"))
+            state = json.loads((path / "faiss.json").read_text())
+            if state["embedder"] != embedder.fingerprint():
+                raise ConfigError(f"{path}: the faiss index was built with embedder {state['embedder']!r}")
+            self._ids, self._meta = list(state["ids"]), [dict(m) for m in state["metadata"]]
+        elif kind == "flat":
+            self._index = self._faiss.IndexFlatIP(dim)
+        else:
+            self._index = self._faiss.IndexHNSWFlat(dim, m, self._faiss.METRIC_INNER_PRODUCT)
+            self._index.hnsw.efConstruction = efc
+        if kind == "hnsw":
+            self._index.hnsw.efSearch = self.ef
+
+    def _add_batch(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
+        self._index.add(vecs)
+        self._ids += [it.id for it in batch]
+        self._meta += [dict(it.metadata) for it in batch]
+
+    def query(self, text: str, k: int) -> list[Hit]:
+        check_k(k)
+        if not self._ids:
+            return []
+        scores, labels = self._index.search(self._query_vector(text), min(k, len(self._ids)))
+        return [Hit(self._ids[int(i)], float(s), r + 1, self._meta[int(i)])
+                for r, (s, i) in enumerate(zip(scores[0], labels[0], strict=True)) if i >= 0]
+
+    def close(self) -> None:
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._faiss.write_index(self._index, str(self.path / "faiss.index"))
+            (self.path / "faiss.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
+                                                              "embedder": self.embedder.fingerprint()}))
+
+
+class HnswlibStore(_Vectors):
+    """hnswlib (cosine space) with params ``M`` (16), ``ef_construction`` (200), ``ef`` (10, hnswlib's own
+    default and Chroma's old one), ``seed`` (100, hnswlib's default ``random_seed``) and ``num_threads``
+    (1 here, so that a build is deterministic; hnswlib's own default -1 uses every core). Labels are insertion
+    positions; re-adding an id overwrites its vector under the same label (hnswlib's ``add_items`` update).
+    The index grows by doubling. With ``path`` it is saved on ``close()`` and loaded on construction, and
+    ``ef`` is set again after loading (hnswlib does not persist it).
+    """
+
+    name = "hnswlib"
+
+    def __init__(self, embedder: Embedder, *, path: Path | None = None,
+                 params: Mapping[str, object] | None = None) -> None:
+        p = Params("hnswlib", params or {})
+        self.m = p.get_int("M", 16, low=2)
+        self.ef_construction = p.get_int("ef_construction", 200, low=1)
+        self.ef = p.get_int("ef", 10, low=1)
+        self.seed = p.get_int("seed", 100, low=0)
+        self.num_threads = p.get_int("num_threads", 1)
+        capacity = p.get_int("capacity", 1024, low=1)
+        super().__init__(embedder, p.get_int("batch_size", 1024, low=1))
+        p.done()
+        hnswlib: Any = import_backend("hnswlib", "hnswlib")
+        self.path = path
+        self._pos: dict[str, int] = {}
+        self._index = hnswlib.Index(space="cosine", dim=embedder.dim)
+        if path is not None and (path / "hnswlib.bin").is_file():
+            state = json.loads((path / "hnswlib.json").read_text())
+            if state["embedder"] != embedder.fingerprint():
+                raise ConfigError(f"{path}: the hnswlib index was built with embedder {state['embedder']!r}")
+            self._index.load_index(str(path / "hnswlib.bin"), max_elements=max(capacity, len(state["ids"])))
+            self._ids, self._meta = list(state["ids"]), [dict(m) for m in state["metadata"]]
+            self._pos = {i: n for n, i in enumerate(self._ids)}
+        else:
+            self._index.init_index(max_elements=capacity, ef_construction=self.ef_construction, M=self.m,
+                                   random_seed=self.seed)
+        self._index.set_ef(self.ef)
+        self._index.set_num_threads(self.num_threads)
+
+    def _add_batch(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
+        labels = np.empty(len(batch), dtype=np.int64)
+        for n, it in enumerate(batch):
+            at = self._pos.get(it.id)
+            if at is None:
+                at = self._pos[it.id] = len(self._ids)
+                self._ids.append(it.id)
+                self._meta.append(dict(it.metadata))
+            else:
+                self._meta[at] = dict(it.metadata)
+            labels[n] = at
+        need = len(self._ids)
+        if need > self._index.get_max_elements():
+            self._index.resize_index(max(need, 2 * self._index.get_max_elements()))
+        self._index.add_items(vecs, labels, num_threads=self.num_threads)
+
+    def query(self, text: str, k: int) -> list[Hit]:
+        check_k(k)
+        n = len(self._ids)
+        if not n:
+            return []
+        labels, dists = self._index.knn_query(self._query_vector(text), k=min(k, n), num_threads=self.num_threads)
+        return [Hit(self._ids[int(i)], 1.0 - float(d), r + 1, self._meta[int(i)])
+                for r, (i, d) in enumerate(zip(labels[0], dists[0], strict=True))]
+
+    def close(self) -> None:
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._index.save_index(str(self.path / "hnswlib.bin"))
+            (self.path / "hnswlib.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
+                                                                "embedder": self.embedder.fingerprint()}))

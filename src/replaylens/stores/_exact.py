@@ -1,0 +1,110 @@
+"""Private: the exact (brute-force) reference store: numpy cosine similarity, ties broken by insertion order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from ._types import Embedder, Hit, Params, Scalar, StoreItem, check_embedded, check_k, unit_rows
+
+__all__ = ["ExactStore"]
+
+
+class ExactStore:
+    """Brute-force cosine similarity over every stored vector (float64 dot products of unit rows).
+
+    The reference every other backend is read against: deterministic, independent of batch size, and among
+    equal scores the *first-inserted* record ranks first (a stable sort on insertion position). Re-adding an
+    existing id replaces its text, vector and metadata in place (it keeps its first insertion position).
+    With ``path`` the store is saved there on ``close()`` and loaded back on construction.
+    """
+
+    name = "exact"
+
+    def __init__(self, embedder: Embedder, *, path: Path | None = None,
+                 params: Mapping[str, object] | None = None) -> None:
+        p = Params("exact", params or {})
+        self.batch_size = p.get_int("batch_size", 1024, low=1)
+        p.done()
+        self.embedder = embedder
+        self.path = path
+        self._ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._meta: list[dict[str, Scalar]] = []
+        self._chunks: list[np.ndarray] = []
+        self._matrix = np.zeros((0, embedder.dim), dtype=np.float64)
+        if path is not None and (path / "exact.npz").is_file():
+            self._load(path)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, items: Sequence[StoreItem]) -> None:
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start:start + self.batch_size]
+            vecs = unit_rows(check_embedded(self.embedder.embed([it.text for it in batch]), len(batch),
+                                            self.embedder.dim, self.embedder.fingerprint()))
+            self._add_vectors(batch, vecs)
+
+    def _add_vectors(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
+        fresh: list[np.ndarray] = []
+        replaced: list[tuple[int, np.ndarray, dict[str, Scalar]]] = []
+        for it, v in zip(batch, vecs, strict=True):
+            at = self._pos.get(it.id)
+            if at is None:
+                self._pos[it.id] = len(self._ids)
+                self._ids.append(it.id)
+                self._meta.append(dict(it.metadata))
+                fresh.append(v)
+            else:  # applied after this batch's new rows, in order: the same state as one item at a time
+                replaced.append((at, v, dict(it.metadata)))
+        if fresh:
+            self._chunks.append(np.asarray(fresh, dtype=np.float64))
+        if replaced:
+            self._flush()
+            for at, v, md in replaced:
+                self._matrix[at] = v
+                self._meta[at] = md
+
+    def _flush(self) -> None:
+        if self._chunks:
+            self._matrix = np.concatenate([self._matrix, *self._chunks], axis=0)
+            self._chunks = []
+
+    def scores(self, text: str) -> np.ndarray:
+        """Cosine similarity of ``text`` to every stored record, in insertion order."""
+        self._flush()
+        q = unit_rows(check_embedded(self.embedder.embed([text]), 1, self.embedder.dim,
+                                     self.embedder.fingerprint()))[0].astype(np.float64)
+        return self._matrix @ q
+
+    def query(self, text: str, k: int) -> list[Hit]:
+        check_k(k)
+        if not self._ids:
+            return []
+        s = self.scores(text)
+        order = np.argsort(-s, kind="stable")[:k]
+        return [Hit(self._ids[i], float(s[i]), r + 1, self._meta[i]) for r, i in enumerate(order)]
+
+    def close(self) -> None:
+        if self.path is not None:
+            self._flush()
+            self.path.mkdir(parents=True, exist_ok=True)
+            np.savez(self.path / "exact.npz", matrix=self._matrix)
+            (self.path / "exact.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
+                                                              "embedder": self.embedder.fingerprint()}))
+
+    def _load(self, path: Path) -> None:
+        state = json.loads((path / "exact.json").read_text())
+        if state.get("embedder") != self.embedder.fingerprint():
+            raise ConfigError(f"{path}: the exact store was built with embedder {state.get('embedder')!r}, "
+                              f"not {self.embedder.fingerprint()!r}")
+        with np.load(path / "exact.npz") as z:
+            self._matrix = np.asarray(z["matrix"], dtype=np.float64)
+        self._ids = list(state["ids"])
+        self._meta = [dict(m) for m in state["metadata"]]
+        self._pos = {i: n for n, i in enumerate(self._ids)}

@@ -1,0 +1,162 @@
+"""Private: the store and embedder protocols, their value types and the shared helpers of the adapters."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["EXTRA", "Embedder", "Hit", "Metadata", "Params", "Scalar", "StoreItem", "VectorStore", "check_embedded",
+           "check_k", "import_backend", "unit_rows"]
+
+EXTRA = "replaylens[stores]"
+
+Scalar = str | int | float
+Metadata = Mapping[str, Scalar]
+
+
+def _frozen_metadata(md: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
+    for k, v in md.items():
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise ConfigError(f"metadata {k!r}: values must be str, int or float; got {type(v).__name__}")
+    return MappingProxyType(dict(md))
+
+
+@dataclass(frozen=True)
+class StoreItem:
+    """One record to ingest: a unique ``id``, the ``text`` the store embeds, and flat scalar ``metadata``."""
+
+    id: str
+    text: str
+    metadata: Metadata = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ConfigError(f"a store item's id must be a non-empty string; got {self.id!r}")
+        if not isinstance(self.text, str):
+            raise ConfigError(f"store item {self.id!r}: text must be a string")
+        object.__setattr__(self, "metadata", _frozen_metadata(self.metadata))
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved record: its ``id``, the backend's similarity ``score`` (higher is closer; cosine similarity
+    for every built-in backend), its 1-based ``rank`` in the backend's own order, and its stored ``metadata``."""
+
+    id: str
+    score: float
+    rank: int
+    metadata: Metadata = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", _frozen_metadata(self.metadata))
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text → vectors. ``embed`` returns float32 of shape ``(len(texts), dim)``; ``fingerprint`` names the model
+    and its settings so that two embedders giving different vectors never share a fingerprint."""
+
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def fingerprint(self) -> str: ...
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """A text-level store: ``add`` ingests items (embedding them itself), ``query`` returns at most ``k`` hits in
+    the backend's order (best first), ``close`` releases files and clients."""
+
+    name: str
+
+    def add(self, items: Sequence[StoreItem]) -> None: ...
+
+    def query(self, text: str, k: int) -> list[Hit]: ...
+
+    def close(self) -> None: ...
+
+
+def import_backend(module: str, backend: str) -> ModuleType:
+    """Import an optional backend package, or raise ConfigError with one line naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"the {backend} store needs the {module.split('.')[0]!r} package ({exc}); "
+                          f"install it with: pip install '{EXTRA}'") from None
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float32, C-contiguous); an all-zero row stays zero."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ConfigError(f"embeddings must be a 2-d array; got shape {x.shape}")
+    norms = np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
+    return np.ascontiguousarray(np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), 0.0), dtype=np.float32)
+
+
+def check_embedded(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
+    """The embedder's output validated: float32, shape ``(n, dim)``, finite."""
+    v = np.asarray(vectors, dtype=np.float32)
+    if v.shape != (n, dim):
+        raise ConfigError(f"embedder {who} returned shape {v.shape}, expected {(n, dim)}")
+    if not np.all(np.isfinite(v)):
+        raise ConfigError(f"embedder {who} returned a non-finite value")
+    return v
+
+
+def check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k must be a positive integer; got {k!r}")
+    return k
+
+
+
+class Params:
+    """Index parameters of one backend read from a ``params`` mapping; ``done()`` rejects a key nobody read."""
+
+    def __init__(self, backend: str, params: Mapping[str, object]) -> None:
+        self.backend = backend
+        self._params = dict(params)
+        self._read: set[str] = set()
+
+    def _get(self, key: str) -> object:
+        self._read.add(key)
+        return self._params.get(key)
+
+    def get_int(self, key: str, default: int, *, low: int | None = None) -> int:
+        v = self._get(key)
+        if v is None:
+            return default
+        try:
+            out = int(str(v)) if not isinstance(v, bool) else None
+        except ValueError:
+            out = None
+        if out is None or (low is not None and out < low):
+            bound = f" >= {low}" if low is not None else ""
+            raise ConfigError(f"{self.backend} store: parameter {key!r} must be an integer{bound}; got {v!r}")
+        return out
+
+    def get_str(self, key: str, default: str, *, choices: Sequence[str] | None = None) -> str:
+        v = self._get(key)
+        out = default if v is None else str(v)
+        if choices is not None and out not in choices:
+            raise ConfigError(f"{self.backend} store: parameter {key!r} must be one of {', '.join(choices)}; "
+                              f"got {out!r}")
+        return out
+
+    def done(self) -> None:
+        unknown = sorted(set(self._params) - self._read)
+        if unknown:
+            raise ConfigError(f"{self.backend} store: unknown parameter(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(sorted(self._read))}")
