@@ -26,6 +26,7 @@ RANK = {
     "memory": 4.7, "tools": 4.7,  # memory pipelines and tool environments run their agents through llm back-ends
     "replay": 5,
     "readouts": 6, "inference": 6,
+    "retrieval": 6.5,  # retrieval-memory agents and store audits (stores + replay + inference)
     "report": 7,
     "testing": 8, "reproduce": 8,
     "api": 8.5,  # the package's public namespace (``from replaylens import X``)
