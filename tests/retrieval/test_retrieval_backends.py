@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from _retrievalcases import example, need, store_inputs
+from click.testing import CliRunner
 
+from replaylens.cli import _main
 from replaylens.report import audit
 from replaylens.retrieval import StoreSpec, check_store_migrations, make_agent, plan_migrations
 
@@ -86,3 +91,21 @@ def test_retrieval_agent_on_an_exact_real_backend_decides_as_the_exact_store(bac
     got = audit(h, f, ev, make_agent(backend, k=5), cells=cells, n_resamples=200)
     assert got.decisions.equals(ref.decisions)
     assert got.summary()["retrieval"] == ref.summary()["retrieval"]
+
+
+@pytest.mark.slow
+def test_demo_stores_writes_the_audit_and_three_checks(tmp_path: Path) -> None:
+    for b in ("chroma", "qdrant", "hnswlib"):
+        need(b)
+    r = CliRunner().invoke(_main.cli, ["demo", "--stores", "--out", str(tmp_path), "--resamples", "300", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert "retrieval/decision pair:" in r.output
+    audit_summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    assert set(audit_summary["retrieval"]) == {"value", "pair", "reorder", "mask"}
+    verdicts = {name: json.loads((tmp_path / name / "summary.json").read_text())["migrations"]
+                for name in ("chroma-to-qdrant", "hnswlib-ef10", "hnswlib-ef200")}
+    swap = next(m for m in verdicts["chroma-to-qdrant"] if m["migration"] == "backend:qdrant")
+    assert not swap["safe"] and swap["example"]["tie_explanation"]
+    safe = {n: {m["migration"]: m["safe"] for m in v} for n, v in verdicts.items()}
+    assert safe["hnswlib-ef10"]["reindex"] is False and safe["hnswlib-ef200"]["reindex"] is True
+    assert "crosstab-table" in (tmp_path / "chroma-to-qdrant" / "report.html").read_text()

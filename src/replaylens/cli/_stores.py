@@ -36,8 +36,9 @@ def store_options(fn: F) -> F:
                      help="With --store: hashing[:DIM], wordllama[:DIM] or openai:MODEL@BASE_URL."),
         click.option("--migrate-to", default="", metavar="BACKEND[,BACKEND]",
                      help="With --store: target backend(s) of the backend-swap migration."),
-        click.option("--reindex-params", default='{"seed": 1}', show_default=True, metavar="JSON",
-                     help="With --store: index parameters the reindex migration rebuilds with."),
+        click.option("--reindex-params", default=None, metavar="JSON",
+                     help="With --store: index parameters the reindex migration rebuilds with (default: hnswlib's "
+                          "seed + 1; other backends need it)."),
         click.option("--batch-size", "store_batch", default=1, show_default=True, type=click.IntRange(min=1),
                      help="With --store: records per add call in the batch migration (reference: all at once)."),
         click.option("--embedder-to", default=None,
@@ -74,7 +75,7 @@ def _matches(name: str, pattern: str) -> bool:
 
 def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as_json: bool, out_dir: Path | None,
                     store: str, example: str | None, store_params: str, embedder: str, migrate_to: str,
-                    reindex_params: str, store_batch: int, embedder_to: str | None, queries_path: Path | None,
+                    reindex_params: str | None, store_batch: int, embedder_to: str | None, queries_path: Path | None,
                     control_rebuilds: int, expect_safe: str, explicit_ops: bool = False) -> None:
     """SAFE / UNSAFE per store migration, with retrieval- and decision-level counts (exit 1: --expect-safe failed)."""
     from ..errors import ConfigError
@@ -103,7 +104,9 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
     base = StoreSpec(store, _json_arg(store_params, "--store-params"), embedder)
     targets = [b.strip() for b in migrate_to.split(",") if b.strip()]
     migs = plan_migrations(base, [o.strip() for o in ops.split(",") if o.strip()], migrate_to=targets,
-                           reindex_params=_json_arg(reindex_params, "--reindex-params"), batch_size=store_batch,
+                           reindex_params=None if reindex_params is None else _json_arg(reindex_params,
+                                                                                         "--reindex-params"),
+                           batch_size=store_batch,
                            embedder_to=embedder_to)
     expected = [e.strip() for e in expect_safe.split(",") if e.strip()]
     for e in expected:
@@ -140,7 +143,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
             click.echo(f"wrote {out_dir}/report.html, summary.json, manifest.json")
     failed = [r for r in results if not r.safe and any(_matches(r.name, e) for e in expected)]
     for r in failed:
-        click.echo(f"expectation failed: {r.name} expected SAFE, but it is UNSAFE", err=True)
+        click.echo(f"expectation failed: {r.name} expected SAFE, but {r.verdict()}", err=True)
     if failed:
         sys.exit(1)
 
@@ -192,5 +195,5 @@ def run_stores_demo(*, out: Path, seed: int, resamples: int, level: float, quiet
                    + (f" --migrate-to {to}" if to else "") + f" -k 5 --out {out / name}")
         run_store_check(events_path=None, ops=ops, seed=seed, k=5, as_json=False, out_dir=out / name, store=store,
                         example=example, store_params=params, embedder="hashing:256", migrate_to=to,
-                        reindex_params='{"seed": 1}', store_batch=1, embedder_to=None, queries_path=None,
+                        reindex_params=None, store_batch=1, embedder_to=None, queries_path=None,
                         control_rebuilds=1, expect_safe="", explicit_ops=True)

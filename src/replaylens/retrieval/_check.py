@@ -215,6 +215,9 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
         if m.kind == "rebuild":
             results.append(StoreMigrationResult(m, control_tl, n_queries=n_q, noisy_queries=n_noisy))
             continue
+        if m.skip is not None:
+            results.append(StoreMigrationResult(m, None, n_queries=n_q, skipped=m.skip))
+            continue
         if m.kind == "half-embedder":
             d0, d1 = embedder_for(base.embedder).dim, embedder_for(m.target.embedder).dim
             if d0 != d1:

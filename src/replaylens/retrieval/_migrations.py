@@ -58,6 +58,8 @@ class Migration:
     preserves: tuple[str, ...]
     description: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    skip: str | None = None
+    """Why the migration cannot run as configured (reported n/a, never silently dropped)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def plan_migrations(base: StoreSpec, ops: Sequence[str], *, migrate_to: Sequence
             continue
         if kind == "backend":
             targets = [arg] if arg else list(migrate_to)
+            if not targets:
+                out.append(Migration("backend", kind, base, (), "backend swap", skip="give --migrate-to BACKEND"))
             for b in targets:
                 if b == base.backend:
                     raise ConfigError(f"backend swap to {b!r}: that is the reference backend (use --migrate-to "
@@ -96,8 +100,10 @@ def plan_migrations(base: StoreSpec, ops: Sequence[str], *, migrate_to: Sequence
                                      ("record_sequence", "embedder", "batching"),
                                      f"the same records into {b} (default index parameters)"))
         elif kind == "reindex":
-            p = dict(reindex_params or {})
+            p = dict(reindex_params) if reindex_params is not None else _default_reindex(base)
             if not p:
+                out.append(Migration("reindex", kind, base, (), "rebuild with other index parameters",
+                                     skip=f"no default for {base.backend}: give --reindex-params JSON"))
                 continue
             out.append(Migration("reindex", kind, base.with_(params={**base.params, **p}),
                                  ("record_sequence", "embedder", "backend", "batching"),
@@ -119,6 +125,8 @@ def plan_migrations(base: StoreSpec, ops: Sequence[str], *, migrate_to: Sequence
         elif kind in ("embedder", "half-embedder"):
             to = arg or embedder_to
             if not to or to == base.embedder:
+                out.append(Migration(kind, kind, base, (), "embedder change",
+                                     skip="give --embedder-to SPEC (another embedder)"))
                 continue
             if kind == "embedder":
                 out.append(Migration(f"embedder:{to}", kind, base.with_(embedder=to),
@@ -129,6 +137,13 @@ def plan_migrations(base: StoreSpec, ops: Sequence[str], *, migrate_to: Sequence
                                      f"first half of the records re-embedded with {to}, the rest left at "
                                      f"{base.embedder}; queries embedded with {to}"))
     return out
+
+
+def _default_reindex(base: StoreSpec) -> dict[str, Any]:
+    """The reindex a backend has a seed for: hnswlib's graph seed + 1; none for the others."""
+    if base.backend == "hnswlib":
+        return {"seed": int(base.params.get("seed", 100)) + 1}
+    return {}
 
 
 def ingest_plan(m: Migration, items: Sequence[MemoryItem], *, seed: int, stream: str) -> Ingestion:
