@@ -190,3 +190,22 @@ def test_cli_store_errors_are_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--store-params must be a JSON object" in r.output
     r = runner.invoke(_main.cli, ["check-migration", "--memory", "fifo"])
     assert r.exit_code == 2 and "needs --memory and --events" in r.output
+
+
+def test_cli_store_check_on_the_users_own_files_and_store_factory(tmp_path: Path) -> None:
+    h, f, _ = example("tool-use", n_streams=2)
+    hp, fp = write_history(h, tmp_path / "history.jsonl"), write_futures(f, tmp_path / "future.jsonl")
+    # the user's own store: a file.py:factory called as factory(embedder, path=..., params=...)
+    (tmp_path / "mystore.py").write_text(
+        "from replaylens.stores import ExactStore\n\n"
+        "def make(embedder, *, path, params):\n"
+        "    return ExactStore(embedder, path=None, params=params)\n")
+    runner = CliRunner()
+    args = ["check-migration", "--events", str(hp), "--queries", str(fp), "-k", "5", "--ops", "reorder,relabel",
+            "--json"]
+    mine = runner.invoke(_main.cli, [*args, "--store", f"{tmp_path / 'mystore.py'}:make"])
+    ref = runner.invoke(_main.cli, [*args, "--store", "exact"])
+    assert mine.exit_code == ref.exit_code == 0, mine.output + ref.output
+    a, b = json.loads(mine.output), json.loads(ref.output)
+    assert [r["verdict"] for r in a] == [r["verdict"] for r in b]
+    assert a[1]["n_queries"] == len(f) and not a[1]["safe"] and a[2]["safe"]
