@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from conftest import require
 from replaylens.errors import ConfigError
 from replaylens.stores import EXTRA, Embedder, StoreItem, VectorStore, make_store
@@ -49,3 +51,19 @@ def build(backend: str, embedder: Embedder, *, path: Path | None = None,
         if EXTRA in str(exc):
             require("stores", f"{backend}: {exc}")
         raise
+
+
+def census_corpus(n: int, pairs: int, seed: int = 7) -> tuple[list[StoreItem], list[tuple[str, str, str]]]:
+    """``n`` random 8-word records (a numpy Generator from ``seed``) with ``pairs`` planted pairs of equal text,
+    the earlier one inserted in the first half of the log and the later one in the second half; returns the
+    items and (query text, first-inserted id, last-inserted id)."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(400)]
+    items = [StoreItem(f"r{i}", " ".join(rng.choice(words, 8)), {"t": i}) for i in range(n)]
+    cases = []
+    for j in range(pairs):
+        text = f"tie {j} " + " ".join(rng.choice(words, 6))
+        items.insert(int(rng.integers(0, len(items) // 2)), StoreItem(f"t{j}-first", text, {"twin": 0}))
+        items.insert(int(rng.integers(len(items) // 2, len(items) + 1)), StoreItem(f"t{j}-last", text, {"twin": 1}))
+        cases.append((text, f"t{j}-first", f"t{j}-last"))
+    return items, cases

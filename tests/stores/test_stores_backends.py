@@ -8,25 +8,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _storecases import build, corpus, tie_corpus
+from _storecases import build, census_corpus, corpus, tie_corpus
 
-from replaylens.stores import HashingEmbedder, Hit, VectorStore
+from replaylens.stores import ExactStore, HashingEmbedder, Hit, StoreItem, VectorStore
 
-# Measured with the real packages (versions in docs/stores/index.md) on tie_corpus(): for each of its three
-# planted pairs of equal text, which one ranks first at k = 1 and at k = 5 ("F": the earlier-inserted, "L": the
-# later-inserted). The direction depends on k for FAISS (flat: F at k = 1, L from k = 2) and, at k = 1, on the
-# HNSW graph for hnswlib (the same pattern every build) and Chroma, where it differs from build to build even
-# single-threaded ("random": over 8 builds both directions occur and the patterns differ).
-TIE_FIRST = {
-    "exact": {1: "FFF", 5: "FFF"},
-    "chroma": {1: "random", 5: "FFF"},
-    "qdrant": {1: "LLL", 5: "LLL"},
-    "langgraph": {1: "FFF", 5: "FFF"},
-    "faiss": {1: "FFF", 5: "LLL"},
-    "hnswlib": {1: "FLL", 5: "FFF"},
+# Measured with the real packages (versions in docs/stores/index.md) on census_corpus(): 24 planted pairs of equal
+# text in a few hundred records; per k, which of each pair ranks first. "first" (every pair: the earlier-inserted),
+# "last" (every pair: the later-inserted) or "mixed" (both occur: the tie is not broken by insertion order at all:
+# Qdrant local and mem0 sort with numpy's unstable argsort, reversed; hnswlib and Chroma at k = 1 follow the HNSW
+# graph; FAISS HNSW both). FAISS flat flips with k: the earlier-inserted at k = 1, the later-inserted from k = 2.
+TIES = {
+    "exact": {1: "first", 5: "first"},
+    "langgraph": {1: "first", 5: "first"},
+    "faiss": {1: "first", 5: "last"},
+    "hnswlib": {1: "mixed", 5: "first"},
+    "chroma": {1: "mixed", 5: "first"},
+    "qdrant": {1: "mixed", 5: "mixed"},
+    "mem0": {1: "mixed", 5: "mixed"},
 }
-PERSISTENT = {"exact", "chroma", "qdrant", "faiss", "hnswlib"}
-BACKENDS = sorted(TIE_FIRST)
+BACKENDS = sorted(TIES)
+CENSUS_N = {"mem0": 150}  # mem0 adds one record per call (about 0.1 s each); the others take 400
+PERSISTENT = {"exact", "chroma", "qdrant", "faiss", "hnswlib", "mem0"}
+UNFILTERED = {"mem0": {"threshold": 0.0}}  # mem0 drops hits scoring below its threshold (0.1 by default)
 EMB = HashingEmbedder(128)
 
 
@@ -41,7 +44,7 @@ def _hits(store: VectorStore, queries: list[str], k: int) -> list[list[Hit]]:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_round_trip(backend: str, tmp_path: Path) -> None:
     items = corpus(40)
-    store = build(backend, EMB, path=_path(backend, tmp_path, "a"))
+    store = build(backend, EMB, path=_path(backend, tmp_path, "a"), params=UNFILTERED.get(backend))
     try:
         store.add(items)
         for it in items[::7]:
@@ -51,13 +54,23 @@ def test_round_trip(backend: str, tmp_path: Path) -> None:
             assert hits[0].score == pytest.approx(1.0, abs=1e-5)
             assert dict(hits[0].metadata) == dict(it.metadata)
             assert all(a.score >= b.score - 1e-6 for a, b in itertools.pairwise(hits))
-        assert len(store.query("scheduler", 100)) == len(items)
+        every = store.query("scheduler", 100)
+        if backend == "mem0":  # mem0 keeps only hits scoring at least its threshold, here 0
+            ref = ExactStore(EMB)
+            ref.add(items)
+            got, want = {h.id for h in every}, ref.query("scheduler", 100)
+            assert {h.id for h in want if h.score > 1e-6} <= got  # (float32 rounding decides the zeros)
+            assert not got & {h.id for h in want if h.score < -1e-6}
+        else:
+            assert len(every) == len(items)
     finally:
         store.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_two_builds_agree(backend: str, tmp_path: Path) -> None:
+    """Two builds from the same records in the same order answer alike, ties included (Chroma at k = 1 aside:
+    see test_chroma_top1_ties_change_between_identical_builds)."""
     items, cases = tie_corpus()
     queries = [it.text for it in items[::3]] + [c[0] for c in cases] + ["speed up", "ticket 12 parser"]
     runs = []
@@ -65,12 +78,29 @@ def test_two_builds_agree(backend: str, tmp_path: Path) -> None:
         store = build(backend, EMB, path=_path(backend, tmp_path, str(b)))
         try:
             store.add(items)
-            runs.append(_hits(store, queries, 8))
+            runs.append(_hits(store, queries, 8) + ([] if backend == "chroma" else _hits(store, queries, 1)))
         finally:
             store.close()
     for a, b in zip(*runs, strict=True):
         assert [h.id for h in a] == [h.id for h in b]
         np.testing.assert_allclose([h.score for h in a], [h.score for h in b], rtol=0, atol=1e-6)
+
+
+def test_chroma_top1_ties_change_between_identical_builds() -> None:
+    """Measured: Chroma's k = 1 answer to a tie differs from one identical build to the next (even with
+    ``num_threads=1``); from k = 2 it returns the earlier-inserted first every time."""
+    items, cases = tie_corpus()
+    top1, top2 = [], []
+    for _ in range(8):
+        store = build("chroma", EMB, params={"num_threads": 1})
+        try:
+            store.add(items)
+            top1.append(tuple(store.query(text, 1)[0].id for text, _, _ in cases))
+            top2.append(tuple(store.query(text, 2)[0].id for text, _, _ in cases))
+        finally:
+            store.close()
+    assert len(set(top1)) > 1, top1
+    assert set(top2) == {tuple(first for _, first, _ in cases)}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -98,25 +128,43 @@ def test_scores_match_exact_reference(backend: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("k", [1, 5])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_measured_tie_break_direction(backend: str, k: int, tmp_path: Path) -> None:
-    items, cases = tie_corpus()
-    want = TIE_FIRST[backend][k]
-    patterns = []
-    for run in range(8 if want == "random" else 2):
-        store = build(backend, EMB, path=_path(backend, tmp_path, f"tie-{run}"))
-        try:
-            store.add(items)
-            seen = ""
-            for text, first, last in cases:
-                top = store.query(text, k)
-                assert top[0].id in (first, last)
-                if k > 1:
-                    assert {h.id for h in top[:2]} == {first, last}
-                    assert top[0].score == pytest.approx(top[1].score, abs=1e-6)
-                seen += "F" if top[0].id == first else "L"
-            patterns.append(seen)
-        finally:
-            store.close()
-    if want == "random":
-        assert set("".join(patterns)) == {"F", "L"} and len(set(patterns)) > 1, patterns
+    items, cases = census_corpus(CENSUS_N.get(backend, 400), 24)
+    store = build(backend, EMB, path=_path(backend, tmp_path, "census"))
+    try:
+        store.add(items)
+        seen = []
+        for text, first, last in cases:
+            top = store.query(text, k)
+            assert top[0].id in (first, last), (backend, text)
+            if k > 1:
+                assert {h.id for h in top[:2]} == {first, last}
+                assert top[0].score == pytest.approx(top[1].score, abs=1e-6)
+            seen.append("first" if top[0].id == first else "last")
+    finally:
+        store.close()
+    want = TIES[backend][k]
+    if want == "mixed":
+        assert {"first", "last"} <= set(seen), (backend, k, seen)
     else:
-        assert patterns == [want] * len(patterns), (backend, k)
+        assert set(seen) == {want}, (backend, k, seen)
+
+
+# Re-adding an id (the duplicate re-ingest migration): how many copies a query returns and whose metadata
+# survives ("new": the re-added record's, "old": the first one's, "both": two copies).
+REINGEST = {"exact": "new", "langgraph": "new", "qdrant": "new", "hnswlib": "new", "chroma": "old",
+            "faiss": "both", "mem0": "both"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_readding_an_id(backend: str, tmp_path: Path) -> None:
+    items = corpus(12)
+    store = build(backend, EMB, path=_path(backend, tmp_path, "dup"))
+    try:
+        store.add(items)
+        store.add([StoreItem(items[4].id, items[4].text, {"version": 2})])
+        hits = [h for h in store.query(items[4].text, 5) if h.id == items[4].id]
+    finally:
+        store.close()
+    versions = sorted(str(h.metadata.get("version", "old")) for h in hits)
+    want = REINGEST[backend]
+    assert versions == {"new": ["2"], "old": ["old"], "both": ["2", "old"]}[want], (backend, versions)

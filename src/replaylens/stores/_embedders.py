@@ -77,9 +77,9 @@ class HashingEmbedder:
 
 
 class WordLlamaEmbedder:
-    """wordllama's static token-embedding model, loaded offline from the files inside its wheel
-    (``WordLlama.load(cache_dir=<package dir>, disable_download=True)``); ``dim`` is a Matryoshka truncation
-    (64, 128, 256, 512 or 1024; default 256). Rows are L2-normalised."""
+    """wordllama's static token-embedding model (``l2_supercat``), loaded offline from the 256-d weights inside its
+    wheel (``WordLlama.load(cache_dir=<package dir>, disable_download=True)``); a smaller ``dim`` is its
+    Matryoshka truncation (``trunc_dim``). Rows are L2-normalised."""
 
     name = "wordllama"
 
@@ -88,10 +88,11 @@ class WordLlamaEmbedder:
         self._dim = dim
         self.config = config
         try:
-            self._model: Any = wordllama.WordLlama.load(config=config, dim=dim,
+            self._model: Any = wordllama.WordLlama.load(config=config, dim=256,
+                                                        trunc_dim=dim if dim != 256 else None,
                                                         cache_dir=Path(str(wordllama.__file__)).parent,
                                                         disable_download=True)
-        except (FileNotFoundError, ValueError) as exc:
+        except (FileNotFoundError, ValueError, AssertionError) as exc:
             raise ConfigError(f"wordllama cannot load {config!r} at dim {dim} offline: {exc}") from None
         self.version = str(getattr(wordllama, "__version__", "unknown"))
 
@@ -151,6 +152,8 @@ class OpenAIEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         parts = [self._request(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
         out = np.concatenate(parts, axis=0)
+        if self._dim is None:  # learnt from this answer instead of a probe request
+            self._dim = int(out.shape[1])
         return check_embedded(out, len(texts), self.dim, self.fingerprint())
 
     def fingerprint(self) -> str:

@@ -55,6 +55,12 @@ def _hnswlib(embedder: Embedder, *, path: Path | None, params: Mapping[str, obje
     return HnswlibStore(embedder, path=path, params=params)
 
 
+def _mem0(embedder: Embedder, *, path: Path | None, params: Mapping[str, object]) -> VectorStore:
+    from ._mem0 import Mem0Store
+
+    return Mem0Store(embedder, path=path, params=params)
+
+
 STORES: dict[str, StoreFactory] = {
     "exact": _exact,
     "chroma": _chroma,
@@ -62,6 +68,7 @@ STORES: dict[str, StoreFactory] = {
     "langgraph": _langgraph,
     "faiss": _faiss,
     "hnswlib": _hnswlib,
+    "mem0": _mem0,
 }
 
 
