@@ -101,6 +101,8 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
     history = read_history(hist_path)
     futures = read_futures(queries_path) if queries_path is not None else None
     streams = streams_from_history(history, futures)
+    if not streams:
+        raise ConfigError(f"{queries_path}: no future task belongs to a stream of {hist_path}: nothing to query")
     base = StoreSpec(store, _json_arg(store_params, "--store-params"), embedder)
     targets = [b.strip() for b in migrate_to.split(",") if b.strip()]
     migs = plan_migrations(base, [o.strip() for o in ops.split(",") if o.strip()], migrate_to=targets,
