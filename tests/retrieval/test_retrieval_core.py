@@ -209,3 +209,31 @@ def test_cli_store_check_on_the_users_own_files_and_store_factory(tmp_path: Path
     a, b = json.loads(mine.output), json.loads(ref.output)
     assert [r["verdict"] for r in a] == [r["verdict"] for r in b]
     assert a[1]["n_queries"] == len(f) and not a[1]["safe"] and a[2]["safe"]
+
+
+@pytest.mark.slow
+def test_deciding_through_a_model_reads_the_retrieved_records(tmp_path: Path) -> None:
+    from replaylens.memory import retrieved_mean_policy
+    from replaylens.retrieval import text_of
+    from replaylens.retrieval._model import record_line
+
+    h, f, ev = example("tool-use", n_streams=2)
+    direct = replay(h, f, ev, make_agent("exact", k=5, model="scripted/mean"), cells="value,pair")
+    journaled = make_agent("exact", k=5, model="scripted/mean", run_dir=str(tmp_path / "run"))
+    logged = replay(h, f, ev, journaled, cells="value,pair")
+    assert logged.equals(direct)
+    assert any((tmp_path / "run").iterdir())
+    again = replay(h, f, ev, make_agent("exact", k=5, model="scripted/mean", run_dir=str(tmp_path / "run")),
+                   cells="value,pair")
+    assert again.equals(direct)  # resumed from the journal
+    # the aligned decisions are the Mean rule over the prompt's record lines, computed here independently
+    pol = journaled.policy
+    for i, t in enumerate(f):
+        state: tuple[MemoryItem, ...] = ()
+        for r in h.records(t.stream):
+            state = pol.update(state, r, r.key, r.outcome)
+        (got,) = pol.retrieve_many(state, [text_of(t.task, t.metadata)])
+        by_id = {it.id: it for it in state}
+        lines = [record_line(by_id[x]) for x in got.ids]
+        want = retrieved_mean_policy(lines, t.menu)
+        assert direct.plan.labels[int(direct.actions[0, 0, 0, 0, i])] == want

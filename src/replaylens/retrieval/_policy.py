@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -58,6 +58,9 @@ class RetrievalAgent:
     spec: StoreSpec = field(default_factory=StoreSpec)
     k: int = 5
     name: str = "retrieval"
+    decider: Any = None
+    """A :class:`~replaylens.retrieval._model.ModelDecider`: decide through a model reading the retrieved records
+    instead of the rule of :func:`decide`."""
     cache_size: int = 4096
     _cache: OrderedDict[tuple[Hashable, str], Retrieved] = field(default_factory=OrderedDict, repr=False)
 
@@ -98,16 +101,23 @@ class RetrievalAgent:
         return decide([by_id[i] for i in r.ids if i in by_id], menu)
 
     # -- policy
+    def _decide_all(self, state: tuple[MemoryItem, ...], texts: Sequence[str], menus: Sequence[tuple[str, ...]]
+                    ) -> list[str]:
+        rs = self.retrieve_many(state, texts)
+        if self.decider is None:
+            return [self._decide(state, r, m) for r, m in zip(rs, menus, strict=True)]
+        by_id = {it.id: it for it in state}
+        return list(self.decider.decide([(t, [by_id[i] for i in r.ids if i in by_id], m)
+                                         for t, r, m in zip(texts, rs, menus, strict=True)]))
+
     def act(self, state: tuple[MemoryItem, ...], task: FutureInput, menu: tuple[str, ...],
             rng: np.random.Generator) -> str:
-        (r,) = self.retrieve_many(state, [text_of(task.task, task.metadata)])
-        return self._decide(state, r, menu)
+        return self._decide_all(state, [text_of(task.task, task.metadata)], [menu])[0]
 
     def act_prefix(self, state: tuple[MemoryItem, ...], tasks: Sequence[FutureInput],
                    menus: Sequence[tuple[str, ...]], rngs: Sequence[np.random.Generator], carry: Any
                    ) -> tuple[Sequence[str], Any]:
-        rs = self.retrieve_many(state, [text_of(t.task, t.metadata) for t in tasks])
-        return [self._decide(state, r, m) for r, m in zip(rs, menus, strict=True)], carry
+        return self._decide_all(state, [text_of(t.task, t.metadata) for t in tasks], menus), carry
 
     # -- audit hook: retrieval-level readouts of every history cell (see replaylens.retrieval._cells)
     def extra_readouts(self, history: Any, futures: Any, plan: Any, decisions: Any, *, seed: int,
@@ -123,11 +133,23 @@ class RetrievalAgent:
 
 def make_agent(backend: str = "exact", embedder: str = "hashing:256", k: int = 5,
                params: Mapping[str, Any] | None = None, batch_size: int | None = None,
-               name: str = "retrieval") -> Agent:
+               name: str = "retrieval", model: str | None = None, run_dir: str | None = None,
+               base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
+               env_file: str | None = ".env", threads: int | None = None, seed: int = 0) -> Agent:
     """A retrieval-memory agent (``--agent replaylens.retrieval:make_agent``): store ``backend`` with index
-    ``params``, ``embedder``, top-``k`` retrieval and the rule of :func:`decide`."""
+    ``params``, ``embedder``, top-``k`` retrieval and the rule of :func:`decide` — or, with ``model``
+    (``scripted/mean``, ``local/…``, ``openai/NAME`` at ``base_url``), a model reading the retrieved records in
+    its prompt (:mod:`replaylens.retrieval._model`; calls journaled under ``run_dir``)."""
     spec = StoreSpec(backend, dict(params or {}), embedder, batch_size)
     from ._items import check_spec
 
     check_spec(spec)
-    return RetrievalAgent(spec, int(k), name).agent()
+    decider = None
+    if model is not None:
+        from ._model import ModelDecider
+
+        decider = ModelDecider(model, run_dir, base_url, api_key_env, env_file, threads, seed)
+    agent = RetrievalAgent(spec, int(k), name, decider).agent()
+    if model is not None:
+        agent = replace(agent, spec={**agent.spec, "model": model})
+    return agent
