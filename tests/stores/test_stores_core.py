@@ -117,3 +117,31 @@ def test_make_store_registry_params_and_user_factory(tmp_path: Path) -> None:
     assert s.query(corpus(5)[2].text, 1)[0].id == "r002"
     with pytest.raises(ConfigError, match="lacks the VectorStore methods"):
         make_store(f"{user}:broken", HashingEmbedder(16))
+
+
+class _Bad:
+    """An embedder that breaks its contract: a wrong width, or a NaN."""
+
+    name = "bad"
+    dim = 4
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.mode == "shape":
+            return np.ones((len(texts), 3), dtype=np.float32)
+        out = np.ones((len(texts), 4), dtype=np.float32)
+        out[-1, 2] = np.nan
+        return out
+
+    def fingerprint(self) -> str:
+        return f"bad-{self.mode}"
+
+
+@pytest.mark.parametrize(("mode", "msg"), [("shape", r"bad-shape returned shape \(2, 3\)"),
+                                           ("nan", "bad-nan returned a non-finite value")])
+def test_a_broken_embedder_is_one_clear_error(mode: str, msg: str) -> None:
+    store = ExactStore(_Bad(mode))
+    with pytest.raises(ConfigError, match=msg):
+        store.add([StoreItem("a", "x"), StoreItem("b", "y")])

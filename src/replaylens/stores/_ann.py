@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
-from ._types import Embedder, Hit, Params, Scalar, StoreItem, check_embedded, check_k, import_backend, unit_rows
+from ._types import (
+    Embedder,
+    Hit,
+    Metadata,
+    Params,
+    StoreItem,
+    check_k,
+    embed_checked,
+    import_backend,
+    load_state,
+    save_state,
+)
 
 __all__ = ["FaissStore", "HnswlibStore"]
 
@@ -24,11 +33,10 @@ class _Vectors:
         self.embedder = embedder
         self.batch_size = batch_size
         self._ids: list[str] = []
-        self._meta: list[dict[str, Scalar]] = []
+        self._meta: list[Metadata] = []
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        v = self.embedder.embed(texts)
-        return unit_rows(check_embedded(v, len(texts), self.embedder.dim, self.embedder.fingerprint()))
+        return embed_checked(self.embedder, texts, unit=True)
 
     def _query_vector(self, text: str) -> np.ndarray:
         return self._embed([text])
@@ -69,11 +77,8 @@ class FaissStore(_Vectors):
         self.path = path
         dim = embedder.dim
         if path is not None and (path / "faiss.index").is_file():
+            self._ids, self._meta = load_state(path / "faiss.json", embedder, "faiss")
             self._index = self._faiss.read_index(str(path / "faiss.index"))
-            state = json.loads((path / "faiss.json").read_text())
-            if state["embedder"] != embedder.fingerprint():
-                raise ConfigError(f"{path}: the faiss index was built with embedder {state['embedder']!r}")
-            self._ids, self._meta = list(state["ids"]), [dict(m) for m in state["metadata"]]
         elif kind == "flat":
             self._index = self._faiss.IndexFlatIP(dim)
         else:
@@ -85,7 +90,7 @@ class FaissStore(_Vectors):
     def _add_batch(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
         self._index.add(vecs)
         self._ids += [it.id for it in batch]
-        self._meta += [dict(it.metadata) for it in batch]
+        self._meta += [it.metadata for it in batch]
 
     def query(self, text: str, k: int) -> list[Hit]:
         check_k(k)
@@ -99,8 +104,7 @@ class FaissStore(_Vectors):
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             self._faiss.write_index(self._index, str(self.path / "faiss.index"))
-            (self.path / "faiss.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
-                                                              "embedder": self.embedder.fingerprint()}))
+            save_state(self.path / "faiss.json", self._ids, self._meta, self.embedder)
 
 
 class HnswlibStore(_Vectors):
@@ -130,11 +134,8 @@ class HnswlibStore(_Vectors):
         self._pos: dict[str, int] = {}
         self._index = hnswlib.Index(space="cosine", dim=embedder.dim)
         if path is not None and (path / "hnswlib.bin").is_file():
-            state = json.loads((path / "hnswlib.json").read_text())
-            if state["embedder"] != embedder.fingerprint():
-                raise ConfigError(f"{path}: the hnswlib index was built with embedder {state['embedder']!r}")
-            self._index.load_index(str(path / "hnswlib.bin"), max_elements=max(capacity, len(state["ids"])))
-            self._ids, self._meta = list(state["ids"]), [dict(m) for m in state["metadata"]]
+            self._ids, self._meta = load_state(path / "hnswlib.json", embedder, "hnswlib")
+            self._index.load_index(str(path / "hnswlib.bin"), max_elements=max(capacity, len(self._ids)))
             self._pos = {i: n for n, i in enumerate(self._ids)}
         else:
             self._index.init_index(max_elements=capacity, ef_construction=self.ef_construction, M=self.m,
@@ -149,9 +150,9 @@ class HnswlibStore(_Vectors):
             if at is None:
                 at = self._pos[it.id] = len(self._ids)
                 self._ids.append(it.id)
-                self._meta.append(dict(it.metadata))
+                self._meta.append(it.metadata)
             else:
-                self._meta[at] = dict(it.metadata)
+                self._meta[at] = it.metadata
             labels[n] = at
         need = len(self._ids)
         if need > self._index.get_max_elements():
@@ -171,5 +172,4 @@ class HnswlibStore(_Vectors):
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             self._index.save_index(str(self.path / "hnswlib.bin"))
-            (self.path / "hnswlib.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
-                                                                "embedder": self.embedder.fingerprint()}))
+            save_state(self.path / "hnswlib.json", self._ids, self._meta, self.embedder)

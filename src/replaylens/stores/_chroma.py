@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._types import Embedder, Hit, Params, StoreItem, check_embedded, check_k, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
 
 __all__ = ["ChromaStore"]
 
@@ -71,8 +71,7 @@ class ChromaStore:
 
     def add(self, items: Sequence[StoreItem]) -> None:
         for batch in self._batches(items):
-            vecs = check_embedded(self.embedder.embed([it.text for it in batch]), len(batch), self.embedder.dim,
-                                  self.embedder.fingerprint())
+            vecs = embed_checked(self.embedder, [it.text for it in batch])
             write = self._coll.add if self.write == "add" else self._coll.upsert
             write(ids=[it.id for it in batch], embeddings=vecs, documents=[it.text for it in batch],
                   metadatas=[dict(it.metadata) or None for it in batch])
@@ -82,7 +81,7 @@ class ChromaStore:
         n = self._coll.count()
         if not n:
             return []
-        q = check_embedded(self.embedder.embed([text]), 1, self.embedder.dim, self.embedder.fingerprint())
+        q = embed_checked(self.embedder, [text])
         res = self._coll.query(query_embeddings=q, n_results=min(k, n), include=["metadatas", "distances"])
         metas = res["metadatas"][0] if res.get("metadatas") else [None] * len(res["ids"][0])
         return [Hit(str(i), 1.0 - float(d), r + 1, m or {})

@@ -104,7 +104,7 @@ class WordLlamaEmbedder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         v = self._model.embed(list(texts), norm=True)
-        return unit_rows(check_embedded(np.asarray(v), len(texts), self._dim, self.fingerprint()))
+        return unit_rows(check_embedded(np.asarray(v), len(texts), self))
 
     def fingerprint(self) -> str:
         return f"wordllama-{self.version}:{self.config}:dim={self._dim}"
@@ -154,7 +154,7 @@ class OpenAIEmbedder:
         out = np.concatenate(parts, axis=0)
         if self._dim is None:  # learnt from this answer instead of a probe request
             self._dim = int(out.shape[1])
-        return check_embedded(out, len(texts), self.dim, self.fingerprint())
+        return check_embedded(out, len(texts), self)
 
     def fingerprint(self) -> str:
         return f"openai:{self.model}@{self.base_url}"

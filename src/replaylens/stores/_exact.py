@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
-from ._types import Embedder, Hit, Params, Scalar, StoreItem, check_embedded, check_k, unit_rows
+from ._types import (
+    Embedder,
+    Hit,
+    Metadata,
+    Params,
+    StoreItem,
+    check_k,
+    embed_checked,
+    load_state,
+    save_state,
+)
 
 __all__ = ["ExactStore"]
 
@@ -34,7 +42,7 @@ class ExactStore:
         self.path = path
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
-        self._meta: list[dict[str, Scalar]] = []
+        self._meta: list[Metadata] = []
         self._chunks: list[np.ndarray] = []
         self._matrix = np.zeros((0, embedder.dim), dtype=np.float64)
         if path is not None and (path / "exact.npz").is_file():
@@ -46,22 +54,21 @@ class ExactStore:
     def add(self, items: Sequence[StoreItem]) -> None:
         for start in range(0, len(items), self.batch_size):
             batch = items[start:start + self.batch_size]
-            vecs = unit_rows(check_embedded(self.embedder.embed([it.text for it in batch]), len(batch),
-                                            self.embedder.dim, self.embedder.fingerprint()))
+            vecs = embed_checked(self.embedder, [it.text for it in batch], unit=True)
             self._add_vectors(batch, vecs)
 
     def _add_vectors(self, batch: Sequence[StoreItem], vecs: np.ndarray) -> None:
         fresh: list[np.ndarray] = []
-        replaced: list[tuple[int, np.ndarray, dict[str, Scalar]]] = []
+        replaced: list[tuple[int, np.ndarray, Metadata]] = []
         for it, v in zip(batch, vecs, strict=True):
             at = self._pos.get(it.id)
             if at is None:
                 self._pos[it.id] = len(self._ids)
                 self._ids.append(it.id)
-                self._meta.append(dict(it.metadata))
+                self._meta.append(it.metadata)
                 fresh.append(v)
             else:  # applied after this batch's new rows, in order: the same state as one item at a time
-                replaced.append((at, v, dict(it.metadata)))
+                replaced.append((at, v, it.metadata))
         if fresh:
             self._chunks.append(np.asarray(fresh, dtype=np.float64))
         if replaced:
@@ -78,8 +85,7 @@ class ExactStore:
     def scores(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` to every stored record, in insertion order."""
         self._flush()
-        q = unit_rows(check_embedded(self.embedder.embed([text]), 1, self.embedder.dim,
-                                     self.embedder.fingerprint()))[0].astype(np.float64)
+        q = embed_checked(self.embedder, [text], unit=True)[0].astype(np.float64)
         return self._matrix @ q
 
     def query(self, text: str, k: int) -> list[Hit]:
@@ -95,16 +101,10 @@ class ExactStore:
             self._flush()
             self.path.mkdir(parents=True, exist_ok=True)
             np.savez(self.path / "exact.npz", matrix=self._matrix)
-            (self.path / "exact.json").write_text(json.dumps({"ids": self._ids, "metadata": self._meta,
-                                                              "embedder": self.embedder.fingerprint()}))
+            save_state(self.path / "exact.json", self._ids, self._meta, self.embedder)
 
     def _load(self, path: Path) -> None:
-        state = json.loads((path / "exact.json").read_text())
-        if state.get("embedder") != self.embedder.fingerprint():
-            raise ConfigError(f"{path}: the exact store was built with embedder {state.get('embedder')!r}, "
-                              f"not {self.embedder.fingerprint()!r}")
+        self._ids, self._meta = load_state(path / "exact.json", self.embedder, "exact")
         with np.load(path / "exact.npz") as z:
             self._matrix = np.asarray(z["matrix"], dtype=np.float64)
-        self._ids = list(state["ids"])
-        self._meta = [dict(m) for m in state["metadata"]]
         self._pos = {i: n for n, i in enumerate(self._ids)}

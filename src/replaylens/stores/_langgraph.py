@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._types import Embedder, Hit, Params, StoreItem, check_embedded, check_k, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
 
 __all__ = ["LangGraphStore"]
 
@@ -35,7 +35,7 @@ class LangGraphStore:
         self.embedder = embedder
 
         def embed(texts: Sequence[str]) -> list[list[float]]:
-            v = check_embedded(embedder.embed(list(texts)), len(texts), embedder.dim, embedder.fingerprint())
+            v = embed_checked(embedder, list(texts))
             return v.tolist()
 
         self._store = memory.InMemoryStore(index={"dims": embedder.dim, "embed": embed, "fields": ["text"]})

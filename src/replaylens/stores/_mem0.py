@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._types import Embedder, Hit, Params, StoreItem, check_embedded, check_k, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
 
 __all__ = ["Mem0Store"]
 
@@ -26,11 +26,11 @@ def _embedding_model(embedder: Embedder) -> Any:
 
     class _Embedding(base.EmbeddingBase):  # type: ignore[misc]
         def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-            v = check_embedded(embedder.embed([text]), 1, embedder.dim, embedder.fingerprint())
+            v = embed_checked(embedder, [text])
             return [float(x) for x in v[0]]
 
         def embed_batch(self, texts: Sequence[str], memory_action: str = "add") -> list[list[float]]:
-            v = check_embedded(embedder.embed(list(texts)), len(texts), embedder.dim, embedder.fingerprint())
+            v = embed_checked(embedder, list(texts))
             return v.tolist()
 
     return _Embedding()

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._types import Embedder, Hit, Params, StoreItem, check_embedded, check_k, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
 
 __all__ = ["QdrantStore", "point_id"]
 
@@ -50,8 +50,7 @@ class QdrantStore:
     def add(self, items: Sequence[StoreItem]) -> None:
         for start in range(0, len(items), self.batch_size):
             batch = items[start:start + self.batch_size]
-            vecs = check_embedded(self.embedder.embed([it.text for it in batch]), len(batch), self.embedder.dim,
-                                  self.embedder.fingerprint())
+            vecs = embed_checked(self.embedder, [it.text for it in batch])
             points = [self._models.PointStruct(id=point_id(it.id), vector=v.tolist(),
                                                payload={"rl_id": it.id, "rl_text": it.text,
                                                         "rl_metadata": dict(it.metadata)})
@@ -60,7 +59,7 @@ class QdrantStore:
 
     def query(self, text: str, k: int) -> list[Hit]:
         check_k(k)
-        q = check_embedded(self.embedder.embed([text]), 1, self.embedder.dim, self.embedder.fingerprint())[0]
+        q = embed_checked(self.embedder, [text])[0]
         res = self._client.query_points(self.collection, query=q.tolist(), limit=k, with_payload=True)
         return [Hit(str(pt.payload["rl_id"]), float(pt.score), r + 1, pt.payload.get("rl_metadata") or {})
                 for r, pt in enumerate(res.points)]

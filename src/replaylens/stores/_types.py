@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Protocol, runtime_checkable
 
@@ -13,7 +15,8 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["EXTRA", "Embedder", "Hit", "Metadata", "Params", "Scalar", "StoreItem", "VectorStore", "check_embedded",
-           "check_k", "import_backend", "unit_rows"]
+           "check_k", "embed_checked", "freeze_metadata", "import_backend", "load_state", "save_state",
+           "unit_rows"]
 
 EXTRA = "replaylens[stores]"
 
@@ -21,7 +24,11 @@ Scalar = str | int | float
 Metadata = Mapping[str, Scalar]
 
 
-def _frozen_metadata(md: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
+def freeze_metadata(md: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
+    """A read-only copy of validated metadata; a read-only mapping made here (by a StoreItem) passes as it is,
+    so hits share their item's metadata without a copy."""
+    if type(md) is MappingProxyType:
+        return md
     for k, v in md.items():
         if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, str | int | float):
             raise ConfigError(f"metadata {k!r}: values must be str, int or float; got {type(v).__name__}")
@@ -41,10 +48,10 @@ class StoreItem:
             raise ConfigError(f"a store item's id must be a non-empty string; got {self.id!r}")
         if not isinstance(self.text, str):
             raise ConfigError(f"store item {self.id!r}: text must be a string")
-        object.__setattr__(self, "metadata", _frozen_metadata(self.metadata))
+        object.__setattr__(self, "metadata", freeze_metadata(self.metadata))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One retrieved record: its ``id``, the backend's similarity ``score`` (higher is closer; cosine similarity
     for every built-in backend), its 1-based ``rank`` in the backend's own order, and its stored ``metadata``."""
@@ -55,7 +62,7 @@ class Hit:
     metadata: Metadata = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "metadata", _frozen_metadata(self.metadata))
+        object.__setattr__(self, "metadata", freeze_metadata(self.metadata))
 
 
 @runtime_checkable
@@ -97,22 +104,28 @@ def import_backend(module: str, backend: str) -> ModuleType:
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float32, C-contiguous); an all-zero row stays zero."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.ndim != 2:
-        raise ConfigError(f"embeddings must be a 2-d array; got shape {x.shape}")
-    norms = np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
-    return np.ascontiguousarray(np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), 0.0), dtype=np.float32)
+    """Rows scaled to unit L2 norm (float32, C-contiguous; the norm in float64); an all-zero row stays zero."""
+    x64 = np.asarray(x, dtype=np.float64)
+    if x64.ndim != 2:
+        raise ConfigError(f"embeddings must be a 2-d array; got shape {x64.shape}")
+    norms = np.sqrt(np.einsum("ij,ij->i", x64, x64))[:, None]
+    return np.ascontiguousarray(x64 / np.where(norms > 0, norms, 1.0), dtype=np.float32)
 
 
-def check_embedded(vectors: np.ndarray, n: int, dim: int, who: str) -> np.ndarray:
-    """The embedder's output validated: float32, shape ``(n, dim)``, finite."""
+def check_embedded(vectors: np.ndarray, n: int, embedder: Embedder) -> np.ndarray:
+    """The embedder's output validated: float32, shape ``(n, embedder.dim)``, finite."""
     v = np.asarray(vectors, dtype=np.float32)
-    if v.shape != (n, dim):
-        raise ConfigError(f"embedder {who} returned shape {v.shape}, expected {(n, dim)}")
-    if not np.all(np.isfinite(v)):
-        raise ConfigError(f"embedder {who} returned a non-finite value")
+    if v.shape != (n, embedder.dim):
+        raise ConfigError(f"embedder {embedder.fingerprint()} returned shape {v.shape}, expected {(n, embedder.dim)}")
+    if not np.isfinite(np.einsum("ij->", v, dtype=np.float64)) and not np.all(np.isfinite(v)):
+        raise ConfigError(f"embedder {embedder.fingerprint()} returned a non-finite value")
     return v
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str], *, unit: bool = False) -> np.ndarray:
+    """``embedder.embed(texts)`` validated (float32, ``(len(texts), dim)``, finite), unit rows if ``unit``."""
+    v = check_embedded(embedder.embed(texts), len(texts), embedder)
+    return unit_rows(v) if unit else v
 
 
 def check_k(k: int) -> int:
@@ -160,3 +173,19 @@ class Params:
         if unknown:
             raise ConfigError(f"{self.backend} store: unknown parameter(s) {', '.join(unknown)}; "
                               f"known: {', '.join(sorted(self._read))}")
+
+
+def save_state(file: Path, ids: Sequence[str], meta: Sequence[Metadata], embedder: Embedder) -> None:
+    """Write a vector index's side table (ids, metadata, the embedder's fingerprint) as JSON."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps({"ids": list(ids), "metadata": [dict(m) for m in meta],
+                                "embedder": embedder.fingerprint()}))
+
+
+def load_state(file: Path, embedder: Embedder, backend: str) -> tuple[list[str], list[Metadata]]:
+    """Read what ``save_state`` wrote; refuse an index built with another embedder."""
+    state = json.loads(file.read_text())
+    if state.get("embedder") != embedder.fingerprint():
+        raise ConfigError(f"{file.parent}: the {backend} store was built with embedder {state.get('embedder')!r}, "
+                          f"not {embedder.fingerprint()!r}")
+    return list(state["ids"]), [freeze_metadata(m) for m in state["metadata"]]

@@ -1,0 +1,339 @@
+"""Store benchmark: ingest and query throughput per backend through ReplayLens's adapter vs the backend's own API in
+the same run, and the peak memory of a 100,000-record ingestion.
+
+Both paths get the same vectors from the same embedder (a table of seeded random unit vectors, so embedding costs
+next to nothing and the adapter's own overhead shows): the native path calls the package directly the way the
+adapter does (same batch sizes, same index parameters), the adapter path goes through ``make_store``. Every timing
+is the best of ``--repeat`` fresh builds (``time.perf_counter``); a query pass asks ``--queries`` queries at k = 10.
+mem0 adds one memory per call, so it gets ``--mem0-records``.
+
+The memory part runs each backend (exact, hnswlib, faiss) in a fresh subprocess that builds a 100,000-record
+store and reports its peak RSS during ingestion (VmHWM, reset through /proc/self/clear_refs just before) over the
+RSS it had then, beside the raw float32 vectors' size (Linux only).
+
+Run from the repository root (needs the ``stores`` extra)::
+
+    python bench/stores.py
+    python bench/stores.py --records 5000 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from replaylens.stores import STORES, StoreItem, make_store
+
+SEED = 20261125
+DIM = 128
+K = 10
+
+
+class TableEmbedder:
+    """Seeded random unit vectors looked up by text ("r<i>" / "q<i>"): identical for both paths, nearly free."""
+
+    name = "table"
+
+    def __init__(self, n: int, q: int, dim: int = DIM) -> None:
+        rng = np.random.default_rng(SEED)
+        m = rng.standard_normal((n + q, dim)).astype(np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        self._row = {f"r{i}": i for i in range(n)} | {f"q{i}": n + i for i in range(q)}
+        self._m = m
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._m[[self._row[t] for t in texts]]
+
+    def fingerprint(self) -> str:
+        return f"table:{SEED}:{self.dim}"
+
+
+def _best(fn: Callable[[], float], repeat: int) -> float:
+    return min(fn() for _ in range(repeat))
+
+
+# ---- the backends' own APIs, used the way the adapters use them -------------------------------------------------
+
+def _native_exact(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    m = np.concatenate([emb.embed([it.text for it in items[i:i + 1024]]) for i in range(0, len(items), 1024)])
+    m64 = m.astype(np.float64)
+    ids = [it.id for it in items]
+
+    def query(text: str) -> list[str]:
+        s = m64 @ emb.embed([text])[0].astype(np.float64)
+        return [ids[i] for i in np.argsort(-s, kind="stable")[:K]]
+
+    return m64, query
+
+
+def _native_faiss(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    import faiss
+
+    index = faiss.IndexFlatIP(emb.dim)
+    for i in range(0, len(items), 1024):
+        index.add(emb.embed([it.text for it in items[i:i + 1024]]))
+    ids = [it.id for it in items]
+
+    def query(text: str) -> list[str]:
+        _, lab = index.search(emb.embed([text]), K)
+        return [ids[j] for j in lab[0]]
+
+    return index, query
+
+
+def _native_hnswlib(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    import hnswlib
+
+    index = hnswlib.Index(space="cosine", dim=emb.dim)
+    index.init_index(max_elements=len(items), ef_construction=200, M=16, random_seed=100)
+    index.set_ef(10)
+    for i in range(0, len(items), 1024):
+        batch = items[i:i + 1024]
+        index.add_items(emb.embed([it.text for it in batch]), np.arange(i, i + len(batch)), num_threads=1)
+    ids = [it.id for it in items]
+
+    def query(text: str) -> list[str]:
+        lab, _ = index.knn_query(emb.embed([text]), k=K, num_threads=1)
+        return [ids[j] for j in lab[0]]
+
+    return index, query
+
+
+def _native_chroma(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
+    coll = client.create_collection(f"bench-{uuid.uuid4().hex}", embedding_function=None,
+                                    configuration={"hnsw": {"space": "cosine"}})
+    for i in range(0, len(items), 256):
+        batch = items[i:i + 256]
+        coll.add(ids=[it.id for it in batch], embeddings=emb.embed([it.text for it in batch]),
+                 documents=[it.text for it in batch], metadatas=[dict(it.metadata) for it in batch])
+
+    def query(text: str) -> list[str]:
+        return list(coll.query(query_embeddings=emb.embed([text]), n_results=K,
+                               include=["metadatas", "distances"])["ids"][0])
+
+    return coll, query
+
+
+def _native_qdrant(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(location=":memory:")
+    client.create_collection("bench", vectors_config=models.VectorParams(size=emb.dim,
+                                                                         distance=models.Distance.COSINE))
+    for i in range(0, len(items), 256):
+        batch = items[i:i + 256]
+        vecs = emb.embed([it.text for it in batch])
+        client.upsert("bench", points=[models.PointStruct(id=str(uuid.uuid5(uuid.NAMESPACE_URL, it.id)),
+                                                          vector=v.tolist(),
+                                                          payload={"id": it.id, "md": dict(it.metadata)})
+                                       for it, v in zip(batch, vecs, strict=True)], wait=True)
+
+    def query(text: str) -> list[str]:
+        res = client.query_points("bench", query=emb.embed([text])[0].tolist(), limit=K, with_payload=True)
+        return [p.payload["id"] for p in res.points]
+
+    return client, query
+
+
+def _native_langgraph(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    from langgraph.store.base import PutOp
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore(index={"dims": emb.dim, "embed": lambda t: emb.embed(list(t)).tolist(), "fields": ["text"]})
+    for i in range(0, len(items), 64):
+        store.batch([PutOp(("bench",), it.id, {"text": it.text, "metadata": dict(it.metadata)})
+                     for it in items[i:i + 64]])
+
+    def query(text: str) -> list[str]:
+        return [it.key for it in store.search(("bench",), query=text, limit=K)]
+
+    return store, query
+
+
+def _native_mem0(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, Callable[[str], list[str]]]:
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    from mem0 import Memory
+    from mem0.embeddings.base import EmbeddingBase
+
+    class _E(EmbeddingBase):  # type: ignore[misc]
+        def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+            return [float(x) for x in emb.embed([text])[0]]
+
+    root = tempfile.mkdtemp(prefix="bench-mem0-")
+    unused = {"api_key": "unused", "model": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}
+    mem = Memory.from_config({
+        "vector_store": {"provider": "qdrant", "config": {"collection_name": "bench", "embedding_model_dims": emb.dim,
+                                                          "path": f"{root}/qdrant", "on_disk": True}},
+        "embedder": {"provider": "openai", "config": unused}, "llm": {"provider": "openai", "config": unused},
+        "history_db_path": f"{root}/history.db"})
+    mem.embedding_model = _E()
+    for it in items:
+        mem.add([{"role": "user", "content": it.text}], user_id="bench", metadata={**it.metadata, "rl_id": it.id},
+                infer=False)
+
+    def query(text: str) -> list[str]:
+        found = mem.search(text, top_k=K, filters={"user_id": "bench"})
+        return [m["metadata"]["rl_id"] for m in found["results"]]
+
+    return mem, query
+
+
+NATIVE = {"exact": _native_exact, "faiss": _native_faiss, "hnswlib": _native_hnswlib, "chroma": _native_chroma,
+          "qdrant": _native_qdrant, "langgraph": _native_langgraph, "mem0": _native_mem0}
+
+
+def _close(handle: Any) -> None:
+    close = getattr(handle, "close", None)
+    if callable(close) and not hasattr(handle, "add"):  # a client; a Chroma collection or a store has nothing to close
+        close()
+    vs = getattr(handle, "vector_store", None)  # mem0
+    if vs is not None:
+        vs.client.close()
+
+
+def bench_backend(name: str, n: int, q: int, repeat: int) -> dict[str, float]:
+    emb = TableEmbedder(n, q)
+    items = [StoreItem(f"r{i}", f"r{i}", {"t": i}) for i in range(n)]
+    queries = [f"q{i}" for i in range(q)]
+    out: dict[str, list[float]] = {"native_ingest": [], "adapter_ingest": [], "native_query": [], "adapter_query": []}
+    agree = True
+    handle, _ = NATIVE[name](emb, items[:50])  # warm-up (imports, first-call setup), not timed
+    _close(handle)
+    warm = make_store(name, emb)
+    warm.add(items[:50])
+    warm.close()
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        handle, nq = NATIVE[name](emb, items)
+        t1 = time.perf_counter()
+        native = [nq(x) for x in queries]
+        t2 = time.perf_counter()
+        _close(handle)
+        store = make_store(name, emb)
+        t3 = time.perf_counter()
+        store.add(items)
+        t4 = time.perf_counter()
+        adapted = [[h.id for h in store.query(x, K)] for x in queries]
+        t5 = time.perf_counter()
+        store.close()
+        agree &= native == adapted
+        out["native_ingest"].append(t1 - t0)
+        out["native_query"].append(t2 - t1)
+        out["adapter_ingest"].append(t4 - t3)
+        out["adapter_query"].append(t5 - t4)
+    best = {k: min(v) for k, v in out.items()}
+    return {**best, "records": n, "queries": q, "same_answers": float(agree),
+            "ingest_ratio": best["adapter_ingest"] / best["native_ingest"],
+            "query_ratio": best["adapter_query"] / best["native_query"]}
+
+
+def _memory_child(name: str, n: int) -> None:
+    """In a fresh process: RSS before and peak RSS after ingesting ``n`` records (printed as JSON)."""
+    emb = TableEmbedder(n, 1)
+    items = [StoreItem(f"r{i}", f"r{i}", {"t": i}) for i in range(n)]
+    store = make_store(name, emb, params={"capacity": n} if name == "hnswlib" else {})
+    with open("/proc/self/clear_refs", "w") as f:  # reset the peak (VmHWM) to the current RSS
+        f.write("5")
+    before = _status_kib("VmHWM") * 1024
+    t0 = time.perf_counter()
+    store.add(items)
+    seconds = time.perf_counter() - t0
+    store.query("q0", K)
+    peak = _status_kib("VmHWM") * 1024
+    print(json.dumps({"before": before, "peak": peak, "seconds": seconds, "vectors": n * emb.dim * 4}))
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def bench_memory(name: str, n: int) -> dict[str, float]:
+    res = subprocess.run([sys.executable, __file__, "--memory-child", name, "--records", str(n)], check=True,
+                         capture_output=True, text=True)
+    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("numpy", "chromadb", "qdrant-client", "langgraph", "faiss-cpu", "hnswlib", "mem0ai"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=5000)
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--mem0-records", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory-records", type=int, default=100_000)
+    ap.add_argument("--backends", default=",".join(s for s in STORES))
+    ap.add_argument("--json")
+    ap.add_argument("--memory-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_child:
+        _memory_child(args.memory_child, args.records)
+        return
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
+          + ", ".join(f"{k} {v}" for k, v in _versions().items()))
+    results: dict[str, Any] = {"throughput": {}, "memory": {}}
+    print(f"\n{'backend':10} {'records':>7} {'ingest/s native':>16} {'adapter':>10} {'ratio':>6}   "
+          f"{'query/s native':>15} {'adapter':>10} {'ratio':>6}  same")
+    for name in args.backends.split(","):
+        n = args.mem0_records if name == "mem0" else args.records
+        q = min(args.queries, 100) if name == "mem0" else args.queries
+        try:
+            r = bench_backend(name, n, q, args.repeat)
+        except ImportError as exc:
+            print(f"{name:10} skipped: {exc}")
+            continue
+        results["throughput"][name] = r
+        print(f"{name:10} {n:7d} {n / r['native_ingest']:16.0f} {n / r['adapter_ingest']:10.0f} "
+              f"{r['ingest_ratio']:5.2f}x   {q / r['native_query']:15.0f} {q / r['adapter_query']:10.0f} "
+              f"{r['query_ratio']:5.2f}x  {'yes' if r['same_answers'] else 'NO'}", flush=True)
+    print(f"\npeak memory of a {args.memory_records:,}-record ingestion (fresh process each; dim {DIM}):")
+    for name in ("exact", "hnswlib", "faiss"):
+        m = bench_memory(name, args.memory_records)
+        results["memory"][name] = m
+        print(f"  {name:8} +{(m['peak'] - m['before']) / 2**20:7.1f} MiB over the pre-ingest RSS "
+              f"(raw vectors {m['vectors'] / 2**20:.1f} MiB; peak RSS {m['peak'] / 2**20:.1f} MiB; "
+              f"{m['seconds']:.1f} s)", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    thr = results["throughput"]
+    if thr:
+        worst_i = max(thr, key=lambda b: thr[b]["ingest_ratio"])
+        worst_q = max(thr, key=lambda b: thr[b]["query_ratio"])
+        print("\nheadline: adapter / native time, worst backend: ingest "
+              f"{thr[worst_i]['ingest_ratio']:.2f}x ({worst_i}), query {thr[worst_q]['query_ratio']:.2f}x ({worst_q}); "
+              "per backend: " + ", ".join(f"{b} {r['ingest_ratio']:.2f}/{r['query_ratio']:.2f}"
+                                          for b, r in thr.items()))
+
+
+if __name__ == "__main__":
+    main()
