@@ -214,6 +214,10 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
         console.print(table)
     for v in result.verdicts():
         click.echo(v)
+    from ._stores import retrieval_console_lines
+
+    for line in retrieval_console_lines(s):  # a retrieval agent's retrieval level and cross-tab per cell
+        click.echo(line)
     if not quiet:  # issue 24: state lines are detail; the caveat only where states changed but decisions did not
         from ..report import verdict_lines
         from ._expect import state_lines
@@ -431,11 +435,21 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                    "embedded model when installed, else the scripted Mean rule.")
 @click.option("--scripted", is_flag=True, help="Use the scripted Mean agent even if the embedded model is installed.")
 @click.option("--streams", default=16, show_default=True, type=click.IntRange(min=2))
+@click.option("--stores", is_flag=True,
+              help="Instead: a retrieval-memory agent on the shipped tool-use log (retrieval and decision level per "
+                   "cell) and store migration checks (Chroma → Qdrant, hnswlib at ef 10 and 200); needs "
+                   "replaylens[stores].")
 @_with_audit_options
 @user_errors
 def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
-         draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool) -> None:
+         draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool,
+         stores: bool = False) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
+    if stores:  # replaylens.retrieval's demo: cli/_stores.py
+        from ._stores import run_stores_demo
+
+        run_stores_demo(_run_audit, out=out, seed=seed, resamples=resamples, level=level, quiet=quiet)
+        return
     from ..agents import load_agent
     from ..bandit import BANDIT_ARMS, make_bandit
     from ..records import write_evaluator, write_futures, write_history

@@ -10,15 +10,16 @@ from typing import Any
 import click
 
 from ._app import cli, resolve_model, user_errors
+from ._stores import run_store_check, store_options
 
 
 @cli.command("check-migration")
-@click.option("--memory", "memory_spec", required=True,
+@click.option("--memory", "memory_spec", default=None,
               help="Built-in memory (fifo, event-time, reservoir, binned-mean, no-memory) or module:factory "
-                   "returning an object with ingest(event), export() and retrieve(query, k).")
-@click.option("--events", "events_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+                   "returning an object with ingest(event), export() and retrieve(query, k). (Or --store.)")
+@click.option("--events", "events_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Event file (JSONL, CSV or Parquet): stream, block, event_time, event_id, action, utility, "
-                   "descriptors.")
+                   "descriptors. With --store: a history file.")
 @click.option("--ops", default="reorder,merge,reindex,relabel", show_default=True,
               help="Migration operations to check.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
@@ -38,13 +39,24 @@ from ._app import cli, resolve_model, user_errors
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Also write OUT/report.html (self-contained, offline), migration.json and manifest.json.")
+@store_options
 @user_errors
-def check_migration_cmd(memory_spec: str, events_path: Path, ops: str, seed: int, k: int, policy: str,
+def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: str, seed: int, k: int, policy: str,
                         base_url: str | None, api_key_env: str, env_file: str, run_dir: Path | None, repeats: int,
-                        threads: int | None, as_json: bool, out_dir: Path | None) -> None:
+                        threads: int | None, as_json: bool, out_dir: Path | None, **store_kw: Any) -> None:
     """Which migrations (reorder, merge, reindex, relabel) change a memory pipeline's stored or retrieved state,
-    and (with a model --policy) its decisions?"""
+    and (with a model --policy) its decisions?  With --store BACKEND (exact, chroma, qdrant, langgraph, faiss,
+    hnswlib, mem0): which store migrations change retrieval and decisions, read against a same-order rebuild?"""
     from ..errors import ConfigError
+
+    # --- vector stores and memory frameworks: cli/_stores.py (replaylens.retrieval) ---
+    if store_kw["store"] is not None:
+        run_store_check(events_path=events_path, ops=ops, seed=seed, k=k, as_json=as_json, out_dir=out_dir,
+                        **store_kw)
+        return
+    if memory_spec is None or events_path is None:
+        raise ConfigError("check-migration needs --memory and --events (or --store BACKEND for a vector store)")
+    # --- end of the store hunk ---
     from ..memory import (
         audit_migration_decisions,
         check_migration,

@@ -1,6 +1,6 @@
 """Replay: plan, execute (vectorized or per-record reference), journal and collect decisions."""
 
-from ._engine import StreamData, decision_seeds, prepare_streams, run_shard
+from ._engine import ROLES, StreamData, decision_seeds, prepare_streams, run_shard
 from ._journal import Journal
 from ._plan import ReplayPlan, default_maps, plan_replay
 from ._result import DECISION_COLUMNS, Decisions
@@ -9,15 +9,14 @@ from ._seeds import RNG_MODES, check_rng_mode
 from ._states import StateResponse, state_fingerprinter, state_response
 
 __all__ = [
-    "StateResponse",
-    "state_fingerprinter",
-    "state_response",
     "DECISION_COLUMNS",
     "RNG_MODES",
+    "ROLES",
     "Decisions",
     "Journal",
     "PreparedReplay",
     "ReplayPlan",
+    "StateResponse",
     "StreamData",
     "check_rng_mode",
     "decision_seeds",
@@ -27,5 +26,7 @@ __all__ = [
     "prepare_streams",
     "replay",
     "run_shard",
+    "state_fingerprinter",
+    "state_response",
     "support_lookup",
 ]

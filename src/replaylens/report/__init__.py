@@ -1,7 +1,16 @@
 """Audit orchestration, run manifests, reports (markdown, forest plot, self-contained HTML) and result loading."""
 
 from ._adaptive import adaptive_audit, adaptive_summary
-from ._audit import AuditResult, CellSummary, pct, state_responses, stream_warning, strict_json, summarize
+from ._audit import (
+    AuditResult,
+    CellSummary,
+    extra_readouts,
+    pct,
+    state_responses,
+    stream_warning,
+    strict_json,
+    summarize,
+)
 from ._baseline import Threshold, baseline_dir, parse_fail_on, regressions, response_masks
 from ._ci import example_line, example_records, junit_xml, step_summary
 from ._compare import check_comparable, compare_audits, compare_summaries, plan_digest, render_comparison
@@ -13,6 +22,7 @@ from ._migration import write_migration_report
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
 from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
+from ._stores import write_store_report
 from ._verdict import (
     Expectation,
     Judgement,
@@ -43,6 +53,7 @@ __all__ = [
     "compare_audits",
     "compare_summaries",
     "consequences",
+    "extra_readouts",
     "distinct_answers",
     "default_expectation",
     "example_line",
@@ -80,5 +91,6 @@ __all__ = [
     "verdict_summary",
     "write_index",
     "write_migration_report",
+    "write_store_report",
     "write_results",
 ]

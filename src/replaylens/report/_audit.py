@@ -43,7 +43,7 @@ from ..replay import (
 )
 from ..rng import derive_seed
 
-__all__ = ["AuditResult", "CellSummary", "pct", "state_responses", "strict_json", "stream_warning",
+__all__ = ["AuditResult", "CellSummary", "extra_readouts", "pct", "state_responses", "strict_json", "stream_warning",
            "summarize"]
 
 MIN_STREAMS = 8
@@ -191,6 +191,7 @@ class AuditResult:
             "state_response": self.settings.get("state_response", {}),
             "verdict": self.verdict(),
             **_cache_counts(self.agent),
+            **({"retrieval": self.settings["retrieval"]} if self.settings.get("retrieval") else {}),
         })
 
     def verdict(self) -> dict[str, Any]:
@@ -254,6 +255,16 @@ def _statistics_threads() -> int:
     """Rows whose statistics run at once: their draws come from per-row seeds, so the bytes do not depend
     on it; numpy's generators and scipy's sparse products release the GIL while they work."""
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: ReplayPlan, d: Decisions, *,
+                   seed: int, n_resamples: int, level: float) -> dict[str, Any]:
+    """Readouts an agent's policy adds itself through ``extra_readouts(...)`` (a retrieval agent's retrieval
+    level and cross-tab per cell, :mod:`replaylens.retrieval`); empty for every other agent."""
+    fn = getattr(agent.policy, "extra_readouts", None)
+    if not callable(fn):
+        return {}
+    return dict(fn(history, futures, plan, d, seed=seed, n_resamples=n_resamples, level=level))
 
 
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:

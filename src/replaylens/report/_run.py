@@ -19,7 +19,7 @@ from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History
 from ..replay import PreparedReplay, plan_replay, replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
-from ._audit import AuditResult, state_responses, summarize
+from ._audit import AuditResult, extra_readouts, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._publish import check_different_run, locked_out
 from ._render import write_results
@@ -137,7 +137,9 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     info = {"state_response": state_responses(history, futures, evaluator, agent, plan),
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,
-            "level": settings.level, "path": dec.path, "rng": plan.rng, "warnings": list(warns)}
+            "level": settings.level, "path": dec.path, "rng": plan.rng, "warnings": list(warns),
+            **extra_readouts(history, futures, agent, plan, dec, seed=settings.seed,
+                             n_resamples=settings.n_resamples, level=settings.level)}
     if expect:
         info["expectations"] = _declared(expect, plan)
     return AuditResult(dec, tuple(rows), settings.seed, settings.n_resamples, settings.level, agent, info)

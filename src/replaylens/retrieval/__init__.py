@@ -1,0 +1,44 @@
+"""Retrieval-memory agents and store audits: ingest history records into a real vector store or memory
+framework (:mod:`replaylens.stores`), retrieve top-k for future tasks, decide by a documented rule, and read every
+history cell and every store migration at two levels — retrieval and decision — against a same-order rebuild."""
+
+from ._check import StoreMigrationResult, StreamInput, check_store_migrations
+from ._example import EXAMPLE_FILES, EXAMPLES, OPTIMIZERS, TOOLS, build_example, example_path, write_example
+from ._items import MemoryItem, Retrieved, StoreSpec, build_store, item_from_task, query_store, text_of
+from ._migrations import KINDS, LAWS, Migration, plan_migrations
+from ._policy import RetrievalAgent, decide, make_agent
+from ._readouts import CATEGORIES, Comparison, TwoLevel, crosstab_lines, two_level
+from ._streams import streams_from_history
+
+__all__ = [
+    "CATEGORIES",
+    "EXAMPLE_FILES",
+    "EXAMPLES",
+    "OPTIMIZERS",
+    "KINDS",
+    "LAWS",
+    "TOOLS",
+    "Comparison",
+    "MemoryItem",
+    "Migration",
+    "RetrievalAgent",
+    "Retrieved",
+    "StoreMigrationResult",
+    "StoreSpec",
+    "StreamInput",
+    "TwoLevel",
+    "build_example",
+    "build_store",
+    "check_store_migrations",
+    "crosstab_lines",
+    "decide",
+    "example_path",
+    "item_from_task",
+    "make_agent",
+    "plan_migrations",
+    "query_store",
+    "streams_from_history",
+    "text_of",
+    "two_level",
+    "write_example",
+]
