@@ -12,7 +12,7 @@ from _storecases import build, census_corpus, corpus, tie_corpus
 
 from replaylens.stores import ExactStore, HashingEmbedder, Hit, StoreItem, VectorStore
 
-# Measured with the real packages (versions in docs/stores/index.md) on census_corpus(): 24 planted pairs of equal
+# Measured with the real packages (versions in docs/guide/stores/index.md) on census_corpus(): 24 planted pairs of equal
 # text in a few hundred records; per k, which of each pair ranks first. "first" (every pair: the earlier-inserted),
 # "last" (every pair: the later-inserted) or "mixed" (both occur: the tie is not broken by insertion order at all:
 # Qdrant local and mem0 sort with numpy's unstable argsort, reversed; hnswlib and Chroma at k = 1 follow the HNSW
