@@ -22,6 +22,7 @@ import numpy as np
 from ..inference import cluster_bootstrap
 from ..learned import TARGET_ENTROPY, ControlConfig, ControlResult, run_learned_control
 from ..learned._control import REGIMENS
+from ..learned._train import numerical_path
 from ..reproduce import Comparison, compare, register_reproduction
 from ..rng import derive_seed
 
@@ -81,7 +82,8 @@ def _design(result: ControlResult) -> str:
     cfg = result.config
     base = "paper design" if cfg.is_paper else "REDUCED design"
     return (f"{base}: train/dev/held-out {cfg.n_train}/{cfg.n_dev}/{cfg.n_held}, {cfg.settings.updates} updates, "
-            f"{cfg.settings.dtype} training; data seed {cfg.data_seed}")
+            f"{cfg.settings.dtype} training, ℓ2 {cfg.settings.l2:g} ({cfg.settings.l2_form} form); "
+            f"{numerical_path()}; data seed {cfg.data_seed}")
 
 
 def contrast_table(result: ControlResult, n_resamples: int = BOOTSTRAP_DRAWS) -> dict[str, tuple[float, float, float]]:

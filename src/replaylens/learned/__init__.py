@@ -17,6 +17,7 @@
 
 from ._control import (
     CONTROL_SEEDS,
+    CONTROL_SETTINGS,
     ControlConfig,
     ControlEpisodes,
     ControlEvaluation,
@@ -73,6 +74,7 @@ from ._writers import AdditiveWriter, RecurrentWriter, writer_from_model
 __all__ = [
     "BLOCK_SLOTS",
     "CONTROL_SEEDS",
+    "CONTROL_SETTINGS",
     "DEFAULT_SEED",
     "ENDPOINT_KEYS",
     "LOSER_RANGE",
