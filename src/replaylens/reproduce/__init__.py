@@ -2,8 +2,20 @@
 
 from ._markdown import read_json_rows, render_reproduction_markdown, update_reproduction_markdown
 from ._paper_tables import PAPER_TABLES, UNREPRODUCED
-from ._policy import POLICY, Quantity, ToleranceRule, apply_policy, classify, policy_tolerance, sign_rows
+from ._policy import (
+    FLOOR,
+    POLICY,
+    RELATIVE,
+    Quantity,
+    ToleranceRule,
+    apply_policy,
+    classify,
+    is_side_indicator,
+    policy_tolerance,
+    sign_rows,
+)
 from ._registry import (
+    COMPARED_MEASURED,
     REPRODUCTIONS,
     STATUSES,
     Comparison,
@@ -15,8 +27,11 @@ from ._registry import (
 from ._tables import TableStatus, paper_table_lines, paper_table_status
 
 __all__ = [
+    "COMPARED_MEASURED",
+    "FLOOR",
     "PAPER_TABLES",
     "POLICY",
+    "RELATIVE",
     "REPRODUCTIONS",
     "STATUSES",
     "UNREPRODUCED",
@@ -28,6 +43,7 @@ __all__ = [
     "apply_policy",
     "classify",
     "compare",
+    "is_side_indicator",
     "get_reproduction",
     "paper_table_lines",
     "paper_table_status",

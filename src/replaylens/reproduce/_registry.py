@@ -9,7 +9,7 @@ column, paper, ours, tolerance, status and note.  Statuses (:data:`STATUSES`):
 * ``derived``: the expected value is a target derived from the paper (e.g. in the spec), not a number it printed;
   shown with its source, never counted as a match;
 * ``design``: the value is a constant of the design (a count, a CI level, a quota, an exact zero of our own
-  writers), compared exactly; equal is ``design``, unequal ``differs``;
+  writers), compared exactly; equal is ``design``, unequal ``design failed``;
 * ``sensitivity``: ours under an alternative reading (labelled in the note), shown next to the paper's value
   and not counted;
 * ``self-check`` / ``self-check failed``: the expected value is a structural property of our own agent
@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass
 
 from ..errors import ConfigError
 
-__all__ = ["COMPARED_MEASURED", "REPRODUCTIONS", "STATUSES", "Comparison", "Reproduction", "compare", "get_reproduction",
-           "register_reproduction"]
+__all__ = ["COMPARED_MEASURED", "REPRODUCTIONS", "STATUSES", "Comparison", "Reproduction", "compare",
+           "get_reproduction", "register_reproduction"]
 
-STATUSES = ("match", "sign-level", "differs", "derived", "design", "sensitivity", "self-check", "self-check failed",
-            "n/a")
+STATUSES = ("match", "sign-level", "differs", "derived", "design", "design failed", "sensitivity", "self-check",
+            "self-check failed", "n/a")
 COMPARED_MEASURED = ("match", "sign-level", "differs")
 """Statuses of a measured value compared with a number the paper printed (a table with one is reproduced)."""
 
