@@ -1,5 +1,6 @@
 """Reproduction framework: paper value vs ours, side by side, under one declared tolerance policy."""
 
+from ._check import SLOW_REPRODUCTIONS, differing_sections
 from ._markdown import read_json_rows, render_reproduction_markdown, update_reproduction_markdown
 from ._paper_tables import PAPER_TABLES, UNREPRODUCED
 from ._policy import (
@@ -33,6 +34,7 @@ __all__ = [
     "POLICY",
     "RELATIVE",
     "REPRODUCTIONS",
+    "SLOW_REPRODUCTIONS",
     "STATUSES",
     "UNREPRODUCED",
     "Comparison",
@@ -43,6 +45,7 @@ __all__ = [
     "apply_policy",
     "classify",
     "compare",
+    "differing_sections",
     "is_side_indicator",
     "get_reproduction",
     "paper_table_lines",
