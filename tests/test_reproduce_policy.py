@@ -153,3 +153,10 @@ def test_shown_p_values_get_a_threshold_side_row() -> None:
     side = [(r.row, r.paper, r.ours, r.status) for r in out if r.column == "sign-flip p < 0.05 (1 = yes)"]
     assert side == [("a − b (Action)", 1.0, 0.0, "differs"), ("a − b (Utility)", 1.0, 1.0, "sign-level")]
     assert [r.status for r in out[:3]] == ["n/a"] * 3  # the p-values themselves are shown, not compared
+
+
+def test_a_sensitivity_row_beside_an_interval_does_not_hide_its_sign_rows() -> None:
+    rows = [*_interval((5.666, 3.416, 8.063), (5.0, 3.0, 7.5), 1.0),
+            compare("tab:c", "OCRR − Shuffled", "U estimate", 5.666, -1.0, None, sensitivity="previous reading")]
+    out = apply_policy(rows)
+    assert [(r.column, r.status) for r in out[4:]] == [("U sign", "sign-level"), ("U excludes 0", "sign-level")]

@@ -130,7 +130,7 @@ def _intervals(rows: Iterable[Comparison]) -> dict[tuple[str, str, str], dict[st
     groups: dict[tuple[str, str, str], dict[str, Comparison]] = {}
     for r in rows:
         parts = _split(r.column)
-        if parts is not None:
+        if parts is not None and r.status not in ("sensitivity", "derived"):  # shown beside, not part of it
             groups.setdefault((r.table, r.row, parts[0]), {})[parts[1]] = r
     return groups
 
