@@ -160,3 +160,8 @@ def test_a_sensitivity_row_beside_an_interval_does_not_hide_its_sign_rows() -> N
             compare("tab:c", "OCRR − Shuffled", "U estimate", 5.666, -1.0, None, sensitivity="previous reading")]
     out = apply_policy(rows)
     assert [(r.column, r.status) for r in out[4:]] == [("U sign", "sign-level"), ("U excludes 0", "sign-level")]
+
+
+def test_a_floating_point_allowance_is_an_exact_check() -> None:
+    out = apply_policy([compare("consistency", "Measured: pair", "harm + tie + gain", 1.0, 1.0 - 1e-12, 1e-9)])
+    assert out[0].status == "design"

@@ -37,10 +37,11 @@ def _rows() -> list[tuple[str, Comparison]]:
             continue
         if not section or not line.startswith("| ") or line.startswith("| table |"):
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 7:
+        parts = line.strip()[2:-2].split(" | ")  # a column label may itself hold "|" (e.g. |A − B|)
+        if len(parts) < 7:
             continue
-        table, row, column, paper, ours, tol, status = cells
+        table, row, column = parts[0], parts[1], " | ".join(parts[2:-4])
+        paper, ours, tol, status = parts[-4:]
 
         def num(x: str) -> float | None:
             return None if x == "—" else float(x)

@@ -43,6 +43,8 @@ class ToleranceRule:
     reason: str
 
 
+EXACT = 1e-6
+"""A declared tolerance at most this is a floating-point allowance on an exact check: the row is structural."""
 RELATIVE = 0.25
 """The estimate bound's share of |paper| (docs/decisions.md, issue 28)."""
 FLOOR = 0.010
@@ -83,7 +85,7 @@ _SIDE = re.compile(r"(\bsign\b|[<>] ?0\b|positive|negative)")
 def classify(row: Comparison) -> Quantity:
     """The kind of quantity a compared row holds (from its declared tolerance, value and labels)."""
     tol, paper = row.tolerance, row.paper
-    if tol is None or paper is None or tol == 0:
+    if tol is None or paper is None or tol <= EXACT:
         return Quantity.STRUCTURAL
     text = f"{row.row} | {row.column}"
     if float(paper).is_integer() and abs(paper) >= 2 and (
