@@ -82,7 +82,7 @@ def test_header_counts_are_the_row_statuses_and_derived_rows_are_not_matches() -
 
 @pytest.mark.slow
 def test_fast_sections_regenerate_to_the_committed_text(public_data_dir: Path) -> None:
-    """Regenerates every section not in SLOW_REPRODUCTIONS (about 25 minutes on two loaded cores)."""
+    """Regenerates every section not in SLOW_REPRODUCTIONS (55 min summed on two cores at load 9–18, issue 28)."""
     from replaylens.experiments import all_reproductions
 
     regs = all_reproductions()
