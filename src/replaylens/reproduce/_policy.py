@@ -52,7 +52,8 @@ FLOOR = 0.010
 
 POLICY: dict[Quantity, ToleranceRule] = {
     Quantity.STRUCTURAL: ToleranceRule(
-        Quantity.STRUCTURAL, lambda paper, declared: 0.0, "exact (tolerance 0): `design` / `design failed`",
+        Quantity.STRUCTURAL, lambda paper, declared: 0.0,
+        "exact (tolerance 0, or at most 1e-6 as a floating-point allowance): `design` / `design failed`",
         "fixed by the design or by a theorem (sizes, CI levels, quotas, exact zeros and gates of our own writers); "
         "they are not measurements of the paper's system and are never counted as matches; sign and "
         "threshold-side indicators among them are sign-level comparisons"),
