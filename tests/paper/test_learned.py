@@ -122,14 +122,15 @@ def _finite_difference(loss: Callable[[Mapping[str, np.ndarray]], float], params
     return worst
 
 
-@pytest.mark.parametrize("form", ["sum", "half"])
+@pytest.mark.parametrize("form", ["paper", "sum", "half"])
 def test_recurrent_bptt_gradient_matches_finite_differences(form: str) -> None:
     data = make_sequences(8, 11)  # full 32-slot sequences: BPTT through all steps
     params = init_recurrent(np.random.default_rng(2), 4, 5, 0.6)
     settings = TrainSettings(l2=1e-2, l2_form=form)
     loss, bce, grads = recurrent_loss_grad(params, data, settings)
     penalty = (1e-2 if form == "sum" else 5e-3) * sum(float(np.sum(v**2)) for v in params.values())
-    assert math.isclose(loss, bce + penalty, rel_tol=1e-12)
+    data_term = 4 * bce if form == "paper" else bce  # the written objective sums over the 4 keys per sequence
+    assert math.isclose(loss, data_term + penalty, rel_tol=1e-12)
     assert _finite_difference(lambda p: recurrent_loss_grad(p, data, settings)[0], params, grads) < 1e-5
 
 
@@ -150,7 +151,7 @@ def test_training_loop_is_clipped_adam_with_l2() -> None:
     v = np.zeros_like(q)
     clipped = False
     for it in range(1, 4):
-        g = additive_loss_grad({"Q": q}, data, s)[2]["Q"]  # BCE gradient + 2·1e-4·Q
+        g = additive_loss_grad({"Q": q}, data, s)[2]["Q"]  # 4·(mean-BCE gradient) + 1e-4·Q
         norm = float(np.sqrt(np.sum(g**2)))
         if norm > 0.05:
             clipped = True

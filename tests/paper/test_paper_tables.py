@@ -51,7 +51,7 @@ def test_statuses_come_from_the_rendered_rows() -> None:
     by = {t.label: t for t in paper_table_status(body)}
     assert by["tab:code-debugging-main"].status == "reproduced"
     assert by["tab:typed-cells"].status == "no numbers"
-    assert by["tab:content-blind"].status == "unaccounted"  # shown, nothing compared, no disposition
+    assert by["tab:content-blind"].status == "no measured value"  # shown, no measured value compared (issue 28)
     assert "| tab:code-debugging-main | reproduced | [`demo`](#demo--demo-section) (1 match) |" in text
     assert "## Paper tables" in text and "Every `tab:` label of the paper (100)" in text
 

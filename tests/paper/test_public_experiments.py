@@ -192,22 +192,36 @@ def test_breast_cancer_ocrr_arm_is_set_by_the_block_order(world: PublicWorld, ma
 # ------------------------------------------------------------------ persistent recurrent agent
 
 
-def test_loss_gradient_matches_finite_differences() -> None:
+@pytest.mark.parametrize("objective", ["paper", "mean"])
+def test_loss_gradient_matches_finite_differences(objective: str) -> None:
     rng = np.random.default_rng(3)
     acts = round_robin_actions(2, 4, 6)
     x = _inputs(acts, rng.random((2, 4, 6)), 4, 4)
     target = rng.random((8, 4))
     p = {"wh": rng.normal(0, 0.3, (5, 5)), "wu": rng.normal(0, 0.3, (5, 9)), "bh": rng.normal(0, 0.1, 5),
          "wo": rng.normal(0, 0.3, (4, 5)), "bo": rng.normal(0, 0.1, 4)}
-    _, g = _loss_grad(p, x, target, 1e-2)
+    loss, g = _loss_grad(p, x, target, 1e-2, objective)
+    pred = 1.0 / (1.0 + np.exp(-(_final_state(p, x) @ p["wo"].T + p["bo"])))
+    wsq = sum(float(np.sum(p[w] ** 2)) for w in ("wh", "wu", "wo"))
+    expect = (0.5 * np.sum((pred - target) ** 2) / 8 + 0.5e-2 * wsq if objective == "paper"
+              else np.mean((pred - target) ** 2) + 1e-2 * wsq)  # paper: per-block Σ_arms ½err², mean over 8 blocks
+    assert np.isclose(loss, expect, rtol=1e-12)
     for k, idx in (("wh", (1, 2)), ("wu", (3, 8)), ("wu", (0, 5)), ("bh", (2,)), ("wo", (3, 4)), ("bo", (1,))):
         eps = 1e-6
         pp = {a: b.copy() for a, b in p.items()}
         pm = {a: b.copy() for a, b in p.items()}
         pp[k][idx] += eps
         pm[k][idx] -= eps
-        num = (_loss_grad(pp, x, target, 1e-2)[0] - _loss_grad(pm, x, target, 1e-2)[0]) / (2 * eps)
+        up, dn = _loss_grad(pp, x, target, 1e-2, objective)[0], _loss_grad(pm, x, target, 1e-2, objective)[0]
+        num = (up - dn) / (2 * eps)
         assert np.isclose(g[k][idx], num, rtol=1e-5, atol=1e-9), k
+
+
+def _final_state(p: dict, x: np.ndarray) -> np.ndarray:
+    h = np.zeros((x.shape[0], p["wh"].shape[0]))
+    for t in range(x.shape[1]):
+        h = np.tanh(h @ p["wh"].T + x[:, t] @ p["wu"].T + p["bh"])
+    return h
 
 
 def test_fit_is_deterministic_and_reduces_the_loss(world: PublicWorld) -> None:

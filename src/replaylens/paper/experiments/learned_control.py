@@ -21,7 +21,7 @@ import numpy as np
 
 from ...inference import cluster_bootstrap
 from ...rng import derive_seed
-from ..learned import REGIMENS, TARGET_ENTROPY, ControlConfig, ControlResult, run_learned_control
+from ..learned import REGIMENS, TARGET_ENTROPY, ControlConfig, ControlResult, numerical_path, run_learned_control
 from ..reproduce import Comparison, compare, register_reproduction
 
 __all__ = ["BOOTSTRAP_DRAWS", "PAPER_CONTRASTS", "PAPER_FITS", "contrast_table", "control_rows", "paper_result"]
@@ -80,7 +80,8 @@ def _design(result: ControlResult) -> str:
     cfg = result.config
     base = "paper design" if cfg.is_paper else "REDUCED design"
     return (f"{base}: train/dev/held-out {cfg.n_train}/{cfg.n_dev}/{cfg.n_held}, {cfg.settings.updates} updates, "
-            f"{cfg.settings.dtype} training; data seed {cfg.data_seed}")
+            f"{cfg.settings.dtype} training, ℓ2 {cfg.settings.l2:g} ({cfg.settings.l2_form} form); "
+            f"{numerical_path()}; data seed {cfg.data_seed}")
 
 
 def contrast_table(result: ControlResult, n_resamples: int = BOOTSTRAP_DRAWS) -> dict[str, tuple[float, float, float]]:

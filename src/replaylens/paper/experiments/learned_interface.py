@@ -194,6 +194,11 @@ def independent_learned_interface() -> list[Comparison]:
                                   ("Action", PAPER_MEAN[1], [r.A for r in res]),
                                   ("Oracle", PAPER_MEAN[2], [r.O for r in res])):
         rows.append(compare(table, "Mean", col, paper_mean, float(np.mean(vals)), None, NOTE))
+    claim = ("sign claim of the paper (L1856: 'the utility response is positive and the oracle response negative for "
+             "every fit, with the action response positive throughout'), compared per fit")
+    for k, r in enumerate(res):
+        for col, expected, ours in (("Utility", 1.0, r.U), ("Action", 1.0, r.A), ("Oracle", -1.0, r.O)):
+            rows.append(compare(table, f"Fit {k + 1}", f"{col} sign", expected, float(np.sign(ours)), 0.0, claim))
     info = "not reported by the paper (mean over the 5 fits)"
     for col, vals in (("D_A^value (mean over maps)", [r.da_value for r in res]),
                       ("D_A^rekey (time cell vs aligned)", [r.da_rekey for r in res]),

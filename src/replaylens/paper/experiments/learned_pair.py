@@ -22,7 +22,7 @@ import os
 
 from ...inference import BootstrapResult, cluster_bootstrap
 from ...rng import derive_seed
-from ..learned import LearnedPairConfig, LearnedPairResult, run_learned_pair
+from ..learned import LearnedPairConfig, LearnedPairResult, numerical_path, run_learned_pair
 from ..reproduce import Comparison, compare, register_reproduction
 
 __all__ = [
@@ -106,7 +106,8 @@ def episode_intervals(result: LearnedPairResult, n_resamples: int = BOOTSTRAP_DR
 def _design_note(result: LearnedPairResult) -> str:
     cfg = result.config
     base = "paper design and settings" if cfg.is_paper else "REDUCED/NON-PAPER design or settings"
-    return (f"{base}; protocol {cfg.protocol}; training {cfg.settings.dtype}; seed {cfg.seed}; "
+    return (f"{base}; protocol {cfg.protocol}; training {cfg.settings.dtype}, ℓ2 {cfg.settings.l2:g} "
+            f"({cfg.settings.l2_form} form); {numerical_path()}; seed {cfg.seed}; "
             f"gate failures: {list(result.gate_failures) or 'none'}")
 
 

@@ -17,6 +17,7 @@
 
 from ._control import (
     CONTROL_SEEDS,
+    CONTROL_SETTINGS,
     REGIMENS,
     ControlConfig,
     ControlEpisodes,
@@ -64,6 +65,7 @@ from ._train import (
     additive_loss_grad,
     init_additive,
     init_recurrent,
+    numerical_path,
     recurrent_loss_grad,
     single_thread_blas,
     train_additive_models,
@@ -74,6 +76,7 @@ from ._writers import AdditiveWriter, RecurrentWriter, writer_from_model
 __all__ = [
     "BLOCK_SLOTS",
     "CONTROL_SEEDS",
+    "CONTROL_SETTINGS",
     "DEFAULT_SEED",
     "ENDPOINT_KEYS",
     "LOSER_RANGE",
@@ -116,6 +119,7 @@ __all__ = [
     "recurrent_loss_grad",
     "run_learned_control",
     "run_learned_pair",
+    "numerical_path",
     "single_thread_blas",
     "train_additive_models",
     "train_control_models",

@@ -10,6 +10,9 @@ h_0 = 0, s_a = q_aᵀ h_T (no biases), trained on a different substrate:
 * two regimens per parameter seed: ``ordinary`` (the sampled order) and ``augmented`` (a new
   arbitrary permutation of the occupied slots, moving complete records, for every training episode
   at every full-batch update); same initialization, same Adam schedule (4,800 updates);
+* objective (``CONTROL_SETTINGS``): mean BCE with no ℓ2 term.  The paper names no penalty for this control
+  (only "the same full-batch Adam schedule"); docs/decisions.md (issue 28) gives the reading and why.  The
+  reading before issue 28 (mean BCE + 1e-4·Σθ², float32) is ``PREVIOUS_CONTROL_SETTINGS``;
 * held-out evaluation under the nine four-key derangements ρ: mapped-aligned (ρ(ℓ_t), u_t),
   value (ρ(ℓ_t), u_{σ(t)}), pair_slot (ρ(ℓ_{σ(t)}), u_{σ(t)}) and pair_block (whole blocks moved),
   one seeded σ per (episode, map) shared by every fit.
@@ -33,11 +36,23 @@ from ...errors import ConfigError
 from ...maps import DERANGEMENTS_4
 from ...rng import derive_rng
 from ._data import TARGET_ENTROPY, TARGET_HIGH, TARGET_LOW, micro_centered
-from ._train import PAPER_SETTINGS, Params, TrainSettings, _adam, _bce_rows, _frozen, _sigmoid, init_recurrent
+from ._train import (
+    PAPER_SETTINGS,
+    Params,
+    TrainSettings,
+    _adam,
+    _bce_rows,
+    _frozen,
+    _sigmoid,
+    init_recurrent,
+    single_thread_blas,
+)
 
 __all__ = [
     "CONTROL_SEEDS",
+    "CONTROL_SETTINGS",
     "CONTROL_UTILITY_RANGE",
+    "PREVIOUS_CONTROL_SETTINGS",
     "REGIMENS",
     "ControlConfig",
     "ControlEpisodes",
@@ -53,6 +68,11 @@ __all__ = [
 ]
 
 CONTROL_SEEDS: tuple[int, ...] = (20260951, 20260952, 20260953, 20260954, 20260955)
+CONTROL_SETTINGS = dataclasses.replace(PAPER_SETTINGS, l2=0.0, l2_form="sum")
+"""The pair's Adam schedule (lr 0.015, β 0.9/0.999, ε 1e-8, clip 5, 4,800 updates, init 0.05, float64) on the
+mean BCE, with no ℓ2 term: the paper names none for this control (docs/decisions.md, issue 28)."""
+PREVIOUS_CONTROL_SETTINGS = dataclasses.replace(PAPER_SETTINGS, l2=1e-4, l2_form="sum", dtype="float32")
+"""The reading before issue 28 (mean BCE + 1e-4·Σθ², float32), kept for the sensitivity comparison."""
 """The paper's five parameter seeds (fit i = seed 2026095i)."""
 CONTROL_UTILITY_RANGE = (0.43, 0.57)
 REGIMENS = ("ordinary", "augmented")
@@ -277,7 +297,7 @@ class ControlModel:
 
 
 def train_control_models(train: ControlEpisodes, dev: ControlEpisodes, seeds: Sequence[int], regimen: str,
-                         settings: TrainSettings = PAPER_SETTINGS) -> list[ControlModel]:
+                         settings: TrainSettings | None = None) -> list[ControlModel]:
     """Train one writer per seed under ``regimen`` (batched over seeds; no restarts or selection).
 
     Initialization: :func:`~replaylens.paper.learned.init_recurrent` (scale 0.05) from
@@ -287,13 +307,15 @@ def train_control_models(train: ControlEpisodes, dev: ControlEpisodes, seeds: Se
     """
     if regimen not in REGIMENS:
         raise ConfigError(f"regimen must be one of {REGIMENS}; got {regimen!r}")
+    settings = CONTROL_SETTINGS if settings is None else settings
     dt = np.dtype(settings.dtype)
     start = time.perf_counter()
     inits = [init_recurrent(derive_rng(int(s), "learned-control", "recurrent-init"), N_KEYS, settings.hidden,
                             settings.recurrent_init_scale) for s in seeds]
     params: Params = {k: np.stack([i[k] for i in inits]).astype(dt) for k in ("W", "P", "V", "Q")}
     batch = _ControlBatch(train, seeds, regimen == "augmented", settings.hidden, dt)
-    _adam(params, batch.loss_grad, settings, len(seeds))
+    with single_thread_blas():
+        _adam(params, batch.loss_grad, settings, len(seeds), settings.data_scale(N_KEYS))
     seconds = (time.perf_counter() - start) / len(seeds)
     out = []
     for i, s in enumerate(seeds):
@@ -385,7 +407,7 @@ class ControlConfig:
     n_held: int = 96
     seeds: tuple[int, ...] = CONTROL_SEEDS
     data_seed: int = CONTROL_SEEDS[0]
-    settings: TrainSettings = field(default_factory=lambda: PAPER_SETTINGS)
+    settings: TrainSettings = field(default_factory=lambda: CONTROL_SETTINGS)
 
     @property
     def is_paper(self) -> bool:

@@ -2,10 +2,12 @@
 
 Paper settings (L772, core spec §10.3): mean binary cross-entropy between sigmoid(s_a) and the soft
 target over the sequences and the 4 keys; Adam (β₁ 0.9, β₂ 0.999, ε 1e-8), learning rate 0.015,
-exactly 4,800 full-batch updates, no early stopping; ℓ2 coefficient 1e-4 (REC: + 1e-4·Σθ² in the
-loss); global gradient-norm cap 5 applied before the Adam moment update; recurrent parameters
-i.i.d. N(0, 0.05²), additive readout N(0, 0.08²); recurrent restart offsets {0, 1009, 2017, 3023}
-added to the fit's recurrent base seed, the restart with the lowest final training loss retained.
+exactly 4,800 full-batch updates, no early stopping; ℓ2 coefficient 1e-4 in the form of the paper's one
+written objective (eq. selected-only-loss: the per-sequence sum of the loss over the K keys averaged over
+sequences, + (λ/2)·Σθ²; ``l2_form="paper"``, docs/decisions.md issue 28; the spec's earlier reading
+"mean BCE + 1e-4·Σθ²" is ``l2_form="sum"``); global gradient-norm cap 5 applied before the Adam moment
+update; recurrent parameters i.i.d. N(0, 0.05²), additive readout N(0, 0.08²); recurrent restart offsets
+{0, 1009, 2017, 3023} added to the fit's recurrent base seed, the restart with the lowest final training loss retained.
 
 Speed: models are trained as one array computation with a leading model axis (restarts, and
 restarts of several fits, in one batch).  Every per-model quantity is computed from that model's
@@ -37,6 +39,7 @@ __all__ = [
     "additive_loss_grad",
     "init_additive",
     "init_recurrent",
+    "numerical_path",
     "recurrent_loss_grad",
     "single_thread_blas",
     "train_additive_models",
@@ -58,22 +61,25 @@ class TrainSettings:
     beta2: float = 0.999
     epsilon: float = 1e-8
     l2: float = 1e-4
-    l2_form: str = "sum"
-    """``"sum"``: + l2·Σθ² in the loss (spec REC); ``"half"``: + (l2/2)·Σθ² (gradient term l2·θ)."""
+    l2_form: str = "paper"
+    """``"paper"``: the paper's written objective, K·(mean BCE) (per-sequence sum over the K keys, averaged
+    over sequences) + (l2/2)·Σθ²; ``"sum"``: mean BCE + l2·Σθ² (the spec's REC, the reading before issue
+    28); ``"half"``: mean BCE + (l2/2)·Σθ² (gradient term l2·θ)."""
     clip_norm: float = 5.0
     hidden: int = 16
     recurrent_init_scale: float = 0.05
     additive_init_scale: float = 0.08
     restart_offsets: tuple[int, ...] = (0, 1009, 2017, 3023)
-    dtype: str = "float32"
-    """Arithmetic of the training computation: ``"float32"`` (PyTorch's default precision, 2.4× faster
-    in numpy) or ``"float64"``.  Frozen writers are always evaluated in float64."""
+    dtype: str = "float64"
+    """Arithmetic of the training computation: ``"float64"`` (the pinned numerical path, issue 28) or
+    ``"float32"`` (PyTorch's default precision, 2.4× faster in numpy; the reading before issue 28).  Frozen
+    writers are always evaluated in float64."""
 
     def __post_init__(self) -> None:
         if isinstance(self.updates, bool) or not isinstance(self.updates, int) or self.updates < 0:
             raise ConfigError(f"updates must be a non-negative int; got {self.updates!r}")
-        if self.l2_form not in ("sum", "half"):
-            raise ConfigError(f"l2_form must be 'sum' or 'half'; got {self.l2_form!r}")
+        if self.l2_form not in ("paper", "sum", "half"):
+            raise ConfigError(f"l2_form must be 'paper', 'sum' or 'half'; got {self.l2_form!r}")
         if self.dtype not in ("float64", "float32"):
             raise ConfigError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
         if not self.restart_offsets:
@@ -86,9 +92,14 @@ class TrainSettings:
         """d/dθ of the penalty is ``l2_grad_factor·θ``."""
         return 2.0 * self.l2 if self.l2_form == "sum" else self.l2
 
+    def data_scale(self, n_keys: int) -> float:
+        """The data term's factor on the mean BCE: K under the written objective (a per-sequence sum over
+        the K keys, averaged over sequences), 1 otherwise."""
+        return float(n_keys) if self.l2_form == "paper" else 1.0
+
     def penalty(self, params: Mapping[str, np.ndarray], n_models: int | None = None) -> np.ndarray:
         """The ℓ2 penalty per model (leading axis) or of one model (``n_models=None``)."""
-        coef = self.l2 if self.l2_form == "sum" else self.l2 / 2.0
+        coef = self.l2 if self.l2_form == "sum" else self.l2 / 2.0  # "paper" and "half": (λ/2)·Σθ²
         if n_models is None:
             return np.asarray(coef * sum(float(np.sum(np.square(np.asarray(p, dtype=np.float64))))
                                          for p in params.values()))
@@ -131,6 +142,25 @@ def single_thread_blas() -> Iterator[None]:
         return
     with tpc.threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def numerical_path() -> str:
+    """The BLAS library, kernel and thread count a fit runs under (inside :func:`single_thread_blas`).
+
+    A chaotic fit's bytes depend on the BLAS kernel (float64 included: OpenBLAS's Haswell and Sandybridge
+    kernels give different parameters after 150 updates); run with ``OPENBLAS_CORETYPE=Haswell`` to pin it
+    (docs/decisions.md, issue 28)."""
+    try:
+        tpc = importlib.import_module("threadpoolctl")
+    except ImportError:
+        return "BLAS unknown (threadpoolctl not installed)"
+    with single_thread_blas():
+        info = [i for i in tpc.threadpool_info() if i.get("user_api") == "blas"]
+    if not info:
+        return "BLAS unknown"
+    b = info[0]
+    return (f"{b.get('internal_api')} {b.get('version')} kernel {b.get('architecture')}, "
+            f"{b.get('num_threads')} thread(s)")
 
 
 # ---------------------------------------------------------------------------------------------- init
@@ -265,8 +295,11 @@ class _AdditiveBatch:
 
 
 def _adam(params: Params, loss_grad: Callable[[Params], tuple[np.ndarray, Params]], s: TrainSettings,
-          n_models: int) -> np.ndarray:
-    """``s.updates`` Adam steps in place (torch conventions); returns the BCE trace (R, updates)."""
+          n_models: int, data_scale: float = 1.0) -> np.ndarray:
+    """``s.updates`` Adam steps in place (torch conventions); returns the mean-BCE trace (R, updates).
+
+    ``loss_grad`` gives the mean BCE and its gradient; the objective differentiated is
+    ``data_scale``·(mean BCE) + the penalty of ``s``."""
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v2 = {k: np.zeros_like(v) for k, v in params.items()}
     trace = np.empty((n_models, s.updates))
@@ -276,6 +309,8 @@ def _adam(params: Params, loss_grad: Callable[[Params], tuple[np.ndarray, Params
         trace[:, it - 1] = bce
         sq = np.zeros(n_models)
         for k, g in grads.items():
+            if data_scale != 1.0:
+                g *= data_scale
             g += lam * params[k]
             sq += np.square(g).reshape(n_models, -1).sum(axis=1, dtype=np.float64)
         coef = np.minimum(1.0, s.clip_norm / (np.sqrt(sq) + 1e-6))
@@ -305,7 +340,7 @@ def _finish(kind: str, params: Params, batch: _RecurrentBatch | _AdditiveBatch, 
             seeds: Sequence[int], s: TrainSettings, seconds: float) -> list[TrainedModel]:
     n = len(seeds)
     bce, _ = batch.loss_grad(params, need_grad=False)
-    loss = bce + s.penalty(params, n)
+    loss = s.data_scale(batch.k) * bce + s.penalty(params, n)
     return [TrainedModel(kind, {k: _frozen(v[i]) for k, v in params.items()}, int(seeds[i]), float(bce[i]),
                          float(loss[i]), _frozen(trace[i]), seconds / n,
                          {"updates": s.updates, "dtype": s.dtype, "batch_models": n}) for i in range(n)]
@@ -341,7 +376,7 @@ def train_recurrent_models(datasets: Sequence[EndpointSequences], init_seeds: Se
     batch = _RecurrentBatch(keys, np.stack([d.utilities for d in datasets]),
                             np.stack([d.soft_targets().T for d in datasets]), settings.hidden, dt)
     with single_thread_blas():
-        trace = _adam(params, batch.loss_grad, settings, len(datasets))
+        trace = _adam(params, batch.loss_grad, settings, len(datasets), settings.data_scale(batch.k))
         return _finish("recurrent", params, batch, trace, init_seeds, settings, time.perf_counter() - start)
 
 
@@ -357,7 +392,7 @@ def train_additive_models(datasets: Sequence[EndpointSequences], init_seeds: Seq
     batch = _AdditiveBatch(np.stack([d.centered_sums() for d in datasets]),
                            np.stack([d.soft_targets().T for d in datasets]), dt)
     with single_thread_blas():
-        trace = _adam(params, batch.loss_grad, settings, len(datasets))
+        trace = _adam(params, batch.loss_grad, settings, len(datasets), settings.data_scale(batch.k))
         return _finish("additive", params, batch, trace, init_seeds, settings, time.perf_counter() - start)
 
 
@@ -368,8 +403,8 @@ def recurrent_loss_grad(params: Mapping[str, np.ndarray], data: EndpointSequence
                         settings: TrainSettings = PAPER_SETTINGS) -> tuple[float, float, Params]:
     """(training loss, BCE, gradient of the loss) of one recurrent writer, in float64.
 
-    The loss is the mean BCE plus the ℓ2 penalty of ``settings``; this is exactly what each training
-    update differentiates (before clipping), exposed for finite-difference checks.
+    The loss is the data term (``settings.data_scale``·mean BCE) plus the ℓ2 penalty of ``settings``; this is
+    exactly what each training update differentiates (before clipping), exposed for finite-difference checks.
     """
     keys = data.keys[0]
     if not np.array_equal(data.keys, np.broadcast_to(keys, data.keys.shape)):
@@ -378,9 +413,9 @@ def recurrent_loss_grad(params: Mapping[str, np.ndarray], data: EndpointSequence
     batch = _RecurrentBatch(keys, data.utilities[None], data.soft_targets().T[None],
                             p["W"].shape[1], np.dtype(np.float64))
     bce, g = batch.loss_grad(p)
-    lam = settings.l2_grad_factor
-    grads = {k: g[k][0] + lam * p[k][0] for k in RECURRENT_PARAMS}
-    loss = float(bce[0]) + float(settings.penalty({k: v[0] for k, v in p.items()}))
+    lam, sc = settings.l2_grad_factor, settings.data_scale(batch.k)
+    grads = {k: sc * g[k][0] + lam * p[k][0] for k in RECURRENT_PARAMS}
+    loss = sc * float(bce[0]) + float(settings.penalty({k: v[0] for k, v in p.items()}))
     return loss, float(bce[0]), grads
 
 
@@ -390,5 +425,6 @@ def additive_loss_grad(params: Mapping[str, np.ndarray], data: EndpointSequences
     q = np.asarray(params["Q"], dtype=np.float64)[None].copy()
     batch = _AdditiveBatch(data.centered_sums()[None], data.soft_targets().T[None], np.dtype(np.float64))
     bce, g = batch.loss_grad({"Q": q})
-    loss = float(bce[0]) + float(settings.penalty({"Q": q[0]}))
-    return loss, float(bce[0]), {"Q": g["Q"][0] + settings.l2_grad_factor * q[0]}
+    sc = settings.data_scale(batch.k)
+    loss = sc * float(bce[0]) + float(settings.penalty({"Q": q[0]}))
+    return loss, float(bce[0]), {"Q": sc * g["Q"][0] + settings.l2_grad_factor * q[0]}

@@ -9,8 +9,11 @@ Per family–context block a state h ∈ ℝ¹⁶, zero-initialised, with parame
   the current state, a_t = argmax û(h_{t−1}); the selected measured utility updates h.  Future tasks never
   update the state, and every future task of a block gets the same action (the readout depends on h_T only).
 * **Fitting** (:func:`fit_persistent`): the target of a training (stream, block) is each arm's mean utility over
-  that block's future tasks, formed inside the training fold only; loss = mean squared error over blocks and
-  arms + 1e-4·Σ (weight matrices)²; 500 full-batch Adam epochs (lr 0.012, β 0.9/0.999, ε 1e-8) with the
+  that block's future tasks, formed inside the training fold only; loss = the paper's written objective form
+  (eq. selected-only-loss; docs/decisions.md issue 28): per block the sum over arms of ½(û − y)², averaged over
+  blocks, + (λ/2)·Σ (weight matrices)², λ = 1e-4 (``objective="paper"``; the reading before issue 28, mean
+  squared error over blocks and arms + 1e-4·Σ (weight matrices)², is ``objective="mean"``); 500 full-batch Adam
+  epochs (lr 0.012, β 0.9/0.999, ε 1e-8) with the
   gradient's global norm clipped to 8 before the moment update; weights i.i.d. N(0, 0.1²), biases 0; the
   training traces are the parameter-free arm-balanced round-robin over all adaptation tasks (C, A, R, M
   repeated; every arm 6 times in 24 tasks).
@@ -34,6 +37,7 @@ import numpy as np
 from ...agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput, TieRule, choose, choose_batch
 from ...errors import AgentError, ConfigError
 from ...rng import check_rng
+from ..fitted import single_thread_blas
 
 __all__ = [
     "PARAMETER_SEEDS",
@@ -64,6 +68,8 @@ class PersistentSettings:
     epochs: int = 500
     learning_rate: float = 0.012
     l2: float = 1e-4
+    objective: str = "paper"
+    """``"paper"``: (1/N)·Σ_blocks Σ_arms ½(û − y)² + (λ/2)·Σ W²; ``"mean"``: mean (û − y)² + λ·Σ W²."""
     clip_norm: float = 8.0
     init_scale: float = 0.1
     beta1: float = 0.9
@@ -74,7 +80,7 @@ class PersistentSettings:
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.epochs < 0 or self.learning_rate <= 0 or self.l2 < 0 or self.clip_norm <= 0 \
-                or self.init_scale < 0 or not self.seeds:
+                or self.init_scale < 0 or not self.seeds or self.objective not in ("paper", "mean"):
             raise ConfigError(f"invalid persistent-agent settings: {self}")
 
 
@@ -187,17 +193,26 @@ _WEIGHTS = ("wh", "wu", "wo")
 _ORDER = ("wh", "wu", "bh", "wo", "bo")
 
 
-def _loss_grad(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, l2: float
+def _loss_grad(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, l2: float, objective: str = "paper"
                ) -> tuple[float, dict[str, np.ndarray]]:
-    """Loss and gradients for sequences ``x`` [N, T, D] and targets [N, A] (plain BLAS; training only)."""
+    """Loss and gradients for sequences ``x`` [N, T, D] and targets [N, A] (plain BLAS; training only).
+
+    ``objective="paper"``: (1/N)·Σ_n Σ_a ½(û − y)² + (l2/2)·Σ W²; ``"mean"``: mean (û − y)² + l2·Σ W²."""
     n, t_n, _ = x.shape
     hs = [np.zeros((n, p["wh"].shape[0]))]
     for t in range(t_n):
         hs.append(np.tanh(hs[-1] @ p["wh"].T + x[:, t] @ p["wu"].T + p["bh"]))
     pred = 1.0 / (1.0 + np.exp(-(hs[-1] @ p["wo"].T + p["bo"])))
     err = pred - target
-    loss = float(np.mean(err**2) + l2 * sum(float(np.sum(p[k] ** 2)) for k in _WEIGHTS))
-    dlogit = 2.0 * err / err.size * pred * (1.0 - pred)
+    wsq = sum(float(np.sum(p[k] ** 2)) for k in _WEIGHTS)
+    if objective == "paper":
+        loss = float(0.5 * np.sum(err**2) / n + 0.5 * l2 * wsq)
+        dlogit = err / n * pred * (1.0 - pred)
+        pen = l2
+    else:
+        loss = float(np.mean(err**2) + l2 * wsq)
+        dlogit = 2.0 * err / err.size * pred * (1.0 - pred)
+        pen = 2.0 * l2
     g = {k: np.zeros_like(v) for k, v in p.items()}
     g["wo"] = dlogit.T @ hs[-1]
     g["bo"] = dlogit.sum(axis=0)
@@ -209,7 +224,7 @@ def _loss_grad(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, l2: 
         g["bh"] += dz.sum(axis=0)
         dh = dz @ p["wh"]
     for k in _WEIGHTS:
-        g[k] += 2.0 * l2 * p[k]
+        g[k] += pen * p[k]
     return loss, g
 
 
@@ -260,11 +275,21 @@ def fit_persistent(adapt_utility: np.ndarray, future_utility: np.ndarray, *, arm
     hdim, d = s.hidden, x.shape[2]
     p = {"wh": g.normal(0.0, s.init_scale, (hdim, hdim)), "wu": g.normal(0.0, s.init_scale, (hdim, d)),
          "bh": np.zeros(hdim), "wo": g.normal(0.0, s.init_scale, (a_n, hdim)), "bo": np.zeros(a_n)}
+    with single_thread_blas():
+        first, last = _adam_persistent(p, x, target, s)
+    params = PersistentParams(p["wh"], p["wu"], p["bh"], p["wo"], p["bo"], arms, strata)
+    rows = tuple(range(r_n)) if train_rows is None else tuple(int(i) for i in train_rows)
+    return PersistentFit(int(seed), params, first, last, rows)
+
+
+def _adam_persistent(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, s: PersistentSettings
+                     ) -> tuple[float, float]:
+    """``s.epochs`` full-batch Adam epochs on ``p`` in place; (first, final) training loss."""
     m = {k: np.zeros_like(v) for k, v in p.items()}
     v = {k: np.zeros_like(v_) for k, v_ in p.items()}
-    first = last = float("nan")
+    first = float("nan")
     for epoch in range(1, s.epochs + 1):
-        loss, grad = _loss_grad(p, x, target, s.l2)
+        loss, grad = _loss_grad(p, x, target, s.l2, s.objective)
         if epoch == 1:
             first = loss
         norm = float(np.sqrt(sum(float(np.sum(grad[k] ** 2)) for k in _ORDER)))
@@ -276,12 +301,10 @@ def fit_persistent(adapt_utility: np.ndarray, future_utility: np.ndarray, *, arm
             mhat = m[k] / (1.0 - s.beta1**epoch)
             vhat = v[k] / (1.0 - s.beta2**epoch)
             p[k] = p[k] - s.learning_rate * mhat / (np.sqrt(vhat) + s.epsilon)
-    last = _loss_grad(p, x, target, s.l2)[0]
+    last = _loss_grad(p, x, target, s.l2, s.objective)[0]
     if s.epochs == 0:
         first = last
-    params = PersistentParams(p["wh"], p["wu"], p["bh"], p["wo"], p["bo"], arms, strata)
-    rows = tuple(range(r_n)) if train_rows is None else tuple(int(i) for i in train_rows)
-    return PersistentFit(int(seed), params, first, last, rows)
+    return first, last
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,16 +1,32 @@
 """Reproduction framework: paper value vs ours, side by side, under one declared tolerance policy."""
 
 from ._catalog import REPRODUCTIONS, Reproduction, get_reproduction, register_reproduction
+from ._check import SLOW_REPRODUCTIONS, differing_sections
 from ._markdown import read_json_rows, render_reproduction_markdown, update_reproduction_markdown
 from ._paper_tables import PAPER_TABLES, UNREPRODUCED
-from ._policy import POLICY, Quantity, ToleranceRule, apply_policy, classify, policy_tolerance, sign_rows
-from ._registry import STATUSES, Comparison, compare
+from ._policy import (
+    FLOOR,
+    POLICY,
+    RELATIVE,
+    Quantity,
+    ToleranceRule,
+    apply_policy,
+    classify,
+    is_side_indicator,
+    policy_tolerance,
+    sign_rows,
+)
+from ._registry import COMPARED_MEASURED, STATUSES, Comparison, compare
 from ._tables import TableStatus, paper_table_lines, paper_table_status
 
 __all__ = [
+    "COMPARED_MEASURED",
+    "FLOOR",
     "PAPER_TABLES",
     "POLICY",
+    "RELATIVE",
     "REPRODUCTIONS",
+    "SLOW_REPRODUCTIONS",
     "STATUSES",
     "UNREPRODUCED",
     "Comparison",
@@ -21,6 +37,8 @@ __all__ = [
     "apply_policy",
     "classify",
     "compare",
+    "differing_sections",
+    "is_side_indicator",
     "get_reproduction",
     "paper_table_lines",
     "paper_table_status",

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._registry import STATUSES
+from ._registry import COMPARED_MEASURED, STATUSES
 
 __all__ = ["read_json_rows", "render_reproduction_markdown", "update_reproduction_markdown"]
 
@@ -27,8 +27,9 @@ def _num(x: Any) -> str:
     return f"{float(x):.3f}"
 
 
-_SHOWN = {"match": "match", "differs": "**differs**", "self-check": "self-check",
-          "self-check failed": "**self-check failed**", "n/a": "n/a"}  # status → its table cell
+_SHOWN = {"match": "match", "sign-level": "sign-level", "differs": "**differs**", "derived": "derived",
+          "design": "design", "design failed": "**design failed**", "sensitivity": "sensitivity",
+          "self-check": "self-check", "self-check failed": "**self-check failed**", "n/a": "n/a"}  # status → cell
 _PLURAL = {"differs": "differ"}
 
 
@@ -36,17 +37,23 @@ def _legend() -> list[str]:
     """What the statuses mean and the declared tolerance policy (from ``_policy.POLICY``)."""
     from ._policy import POLICY, SIGN_GUARD
 
-    lines = ["Statuses: **match** / **differs**: the paper printed this number for this system and ours is / is not "
-             "within the policy's tolerance; **self-check** / **self-check failed**: the expected value is a "
-             "structural property of our own agent (e.g. the scripted Mean agent agreeing with the Mean rule), not "
-             "a number the paper printed for the system it ran; **n/a**: one side is missing (a hosted-model value "
-             "shown for reference, or a value of ours the paper does not print).", "",
-             "Tolerance policy (`replaylens/paper/reproduce/_policy.py`; a declared tolerance above its kind's ceiling "
-             "is narrowed, never widened):", ""]
+    lines = ["Statuses: **match**: the paper printed this number for this system and ours agrees at the value-level "
+             "bound below; **sign-level**: ours agrees in sign (or side of zero or of a threshold) only; "
+             "**differs**: neither; **derived**: the expected value is a target derived from the paper (its source "
+             "in the note), not a number it printed; **design** / **design failed**: a constant of the design or an "
+             "exact consequence of it (counts, CI levels, quotas, exact zeros and gates of our own writers), "
+             "compared exactly; **sensitivity**: ours under an alternative reading (named in the note), not "
+             "counted; **self-check** / **self-check failed**: a structural property of our own agent (e.g. the "
+             "scripted Mean agent agreeing with the Mean rule); **n/a**: one side is missing (a hosted-model value "
+             "shown for reference, or a quantity the paper does not report). Only **match** is a value-level "
+             "reproduction; derived, design and sensitivity rows are never counted as matches.", "",
+             "Value-level bound (`replaylens/paper/reproduce/_policy.py`, docs/decisions.md issue 28; a declared "
+             "tolerance above the bound is narrowed, never widened):", ""]
     lines += [f"- **{q}**: {rule.rule}. {rule.reason}." for q, rule in POLICY.items()]
     lines += [f"- **{SIGN_GUARD.split(': ', 1)[0]}**: {SIGN_GUARD.split(': ', 1)[1]}.",
-              "- **sign rule**: where the paper's 95% interval excludes zero, no row of that estimate passes with the "
-              "opposite sign, and a `… sign` row compares the paper estimate's sign with ours.", ""]
+              "- **sign and interval rule**: where the paper's 95% interval excludes zero, a `… sign` row compares the "
+              "paper estimate's sign with ours and a `… excludes 0` row checks that our interval excludes zero on "
+              "the same side.", ""]
     return lines
 
 
@@ -62,7 +69,12 @@ def _head(n: Mapping[str, int], header: str, body: list[str]) -> list[str]:
         lines += [header, ""]
     total = sum(n.values())
     counts = ", ".join(f"{n.get(s, 0)} {_PLURAL.get(s, s)}" for s in STATUSES)
-    return [*lines, f"**{total} compared cells: {counts}.**", "", *_legend(), *paper_table_lines(body)]
+    measured = sum(n.get(s, 0) for s in COMPARED_MEASURED)
+    share = f"{100.0 * n.get('match', 0) / measured:.1f}%" if measured else "—"
+    return [*lines, f"**{total} rows: {counts}.**", "",
+            f"**Among the {measured} measured values compared with a number the paper printed (match, sign-level, "
+            f"differs), {n.get('match', 0)} ({share}) match at value level and {n.get('sign-level', 0)} at sign "
+            f"level only.**", "", *_legend(), *paper_table_lines(body)]
 
 
 def _count(body: Iterable[str]) -> dict[str, int]:

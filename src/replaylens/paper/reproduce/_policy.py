@@ -1,14 +1,13 @@
-"""The one declared tolerance policy of the reproductions, and the sign rule.
+"""The one declared tolerance policy of the reproductions: value level, sign level, design (issue 28).
 
-Every compared row is classified by the kind of quantity it holds; the policy gives each kind a ceiling
-on the tolerance a reproduction may declare, with its reason.  A declared tolerance above the ceiling is
-narrowed to it (never widened), so a row can only move from ``match`` to ``differs``.  The sign guard
-bounds every tolerance by the paper value's magnitude, so no row passes with the opposite sign of a
-nonzero paper value.
-
-The sign rule: where the paper gives an interval (``… lower`` / ``… upper`` next to ``… estimate``)
-that excludes zero, no row of that (table, row) passes with the opposite sign, and a ``… sign`` row is
-added comparing the sign of the paper's estimate with ours.
+Every compared row is classified by the kind of quantity it holds.  A row is ``match`` only when ours is
+within the value-level bound B = min(declared tolerance, the kind's bound); the kind's bound is never more
+than |paper| for a nonzero paper value (so no match has the opposite sign).  An estimate outside B with the
+paper's sign is ``sign-level``.  Rows declared exact (tolerance 0) are ``design`` rows (constants of the design,
+exact zeros of our own writers), except sign and threshold-side indicators, which are sign-level comparisons.
+Where the paper's 95% interval excludes zero, a ``… sign`` row compares the estimate's sign and a
+``… excludes 0`` row checks that our interval excludes zero on the same side.  The rule and its reasons are in
+docs/decisions.md (issue 28).
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from enum import StrEnum
 
 from ._registry import Comparison
 
-__all__ = ["POLICY", "SIGN_GUARD", "Quantity", "ToleranceRule", "apply_policy", "classify", "policy_tolerance",
-           "sign_rows"]
+__all__ = ["FLOOR", "POLICY", "RELATIVE", "SIGN_GUARD", "Quantity", "ToleranceRule", "apply_policy", "classify",
+           "is_side_indicator", "p_side_rows", "policy_tolerance", "sign_rows"]
 
 
 class Quantity(StrEnum):
@@ -31,12 +30,12 @@ class Quantity(StrEnum):
     STRUCTURAL = "structural"
     COUNT = "count"
     PROPORTION = "proportion"
-    UTILITY = "utility"
+    UTILITY = "estimate"
 
 
 @dataclass(frozen=True)
 class ToleranceRule:
-    """The ceiling on a declared tolerance for one kind of quantity, as a function of the paper's value."""
+    """The value-level bound for one kind of quantity, as a function of the paper's value and the declared one."""
 
     quantity: Quantity
     ceiling: Callable[[float, float], float]  # (paper, declared) -> the largest allowed tolerance
@@ -44,10 +43,20 @@ class ToleranceRule:
     reason: str
 
 
+EXACT = 1e-6
+"""A declared tolerance at most this is a floating-point allowance on an exact check: the row is structural."""
+RELATIVE = 0.25
+"""The estimate bound's share of |paper| (docs/decisions.md, issue 28)."""
+FLOOR = 0.010
+"""The estimate bound's absolute floor for near-zero paper values, in the paper's printed units."""
+
 POLICY: dict[Quantity, ToleranceRule] = {
     Quantity.STRUCTURAL: ToleranceRule(
-        Quantity.STRUCTURAL, lambda paper, declared: 0.0, "exact (tolerance 0)",
-        "fixed by the design or by a theorem (sizes, exact zeros, invariances); any difference is a defect"),
+        Quantity.STRUCTURAL, lambda paper, declared: 0.0,
+        "exact (tolerance 0, or at most 1e-6 as a floating-point allowance): `design` / `design failed`",
+        "fixed by the design or by a theorem (sizes, CI levels, quotas, exact zeros and gates of our own writers); "
+        "they are not measurements of the paper's system and are never counted as matches; sign and "
+        "threshold-side indicators among them are sign-level comparisons"),
     Quantity.COUNT: ToleranceRule(
         Quantity.COUNT, lambda paper, declared: max(1.0, 0.1 * abs(paper)), "at most max(1, 10% of the paper's count)",
         "counts of discrete events on the same design; our draws differ from the paper's, but a gap of more "
@@ -57,22 +66,27 @@ POLICY: dict[Quantity, ToleranceRule] = {
         "a share over the paper's smallest unit count (24 tasks or streams) has a standard error of at most "
         "√(0.25/24) ≈ 0.10; a larger gap is not sampling noise"),
     Quantity.UTILITY: ToleranceRule(
-        Quantity.UTILITY, lambda paper, declared: declared, "the declared allowance for the row's scale",
-        "utilities and signed contrasts come on several scales (unit, ×10⁻³), so the allowance is declared "
-        "where the scale is known; the sign guard below bounds it by the paper value's magnitude"),
+        Quantity.UTILITY, lambda paper, declared: max(RELATIVE * abs(paper), FLOOR),
+        f"at most max({RELATIVE:g}·|paper|, {FLOOR:.3f}) and the declared allowance",
+        "utilities, contrasts and interval limits: the value-level claim is 'the paper's number up to a quarter "
+        "of it'; the floor (ten units of the paper's third printed decimal) keeps near-zero values from "
+        "demanding agreement finer than its rounding plus draw noise; outside the bound an estimate with the "
+        "paper's sign is `sign-level`"),
 }
 
-SIGN_GUARD = ("sign guard: for a nonzero paper value no tolerance exceeds |paper|, so a passing value lies between "
-              "0 and twice the paper's and never has the opposite sign")
+SIGN_GUARD = ("sign guard: for a nonzero paper value no bound exceeds |paper|, so a `match` never has the "
+              "opposite sign")
 
 _UTILITY = re.compile(r"(Δ|Γ|\bU\b|U/c|U_|utility|Utility|regret|Regret|oracle|Oracle|\bO\b|−|minus|contrast|gap)")
 _COUNT = re.compile(r"(count|\bN_|\bn_|\bN\b|blocks|streams|labels|Correct|of \d|tasks|trajectories|events)")
+_SIDE = re.compile(r"(\bsign\b|[<>] ?0\b|positive|negative)")
+"""A row declared exact that compares a sign or the side of a threshold (a sign-level comparison)."""
 
 
 def classify(row: Comparison) -> Quantity:
     """The kind of quantity a compared row holds (from its declared tolerance, value and labels)."""
     tol, paper = row.tolerance, row.paper
-    if tol is None or paper is None or tol == 0:
+    if tol is None or paper is None or tol <= EXACT:
         return Quantity.STRUCTURAL
     text = f"{row.row} | {row.column}"
     if float(paper).is_integer() and abs(paper) >= 2 and (
@@ -83,8 +97,13 @@ def classify(row: Comparison) -> Quantity:
     return Quantity.UTILITY
 
 
+def is_side_indicator(row: Comparison) -> bool:
+    """An exact row that compares a sign or the side of a threshold (``sign``, ``p < 0.001``, ``U > 0``)."""
+    return bool(_SIDE.search(f"{row.row} | {row.column}"))
+
+
 def policy_tolerance(row: Comparison) -> float | None:
-    """The tolerance the policy allows for ``row``: its declared one, narrowed to the kind's ceiling."""
+    """The value-level bound for ``row``: its declared tolerance, narrowed to the kind's bound and the sign guard."""
     if row.tolerance is None or row.paper is None:
         return row.tolerance
     paper = float(row.paper)
@@ -114,7 +133,7 @@ def _intervals(rows: Iterable[Comparison]) -> dict[tuple[str, str, str], dict[st
     groups: dict[tuple[str, str, str], dict[str, Comparison]] = {}
     for r in rows:
         parts = _split(r.column)
-        if parts is not None:
+        if parts is not None and r.status not in ("sensitivity", "derived"):  # shown beside, not part of it
             groups.setdefault((r.table, r.row, parts[0]), {})[parts[1]] = r
     return groups
 
@@ -131,26 +150,60 @@ def _excluding_zero(group: dict[str, Comparison]) -> float:
     return 0.0
 
 
+def _side(lo: float, hi: float) -> float:
+    """+1 / −1 when [lo, hi] lies above / below zero, 0 when it contains zero."""
+    return 1.0 if lo > 0 else -1.0 if hi < 0 else 0.0
+
+
 def sign_rows(rows: list[Comparison]) -> list[Comparison]:
-    """One ``… sign`` row per paper interval that excludes zero: the paper estimate's sign next to ours."""
+    """Per paper interval that excludes zero: a ``… sign`` row (the estimate's sign) and a ``… excludes 0`` row
+    (the side of zero our interval lies on, 0 when it contains zero), each ``sign-level`` or ``differs``."""
     out = []
     for (table, row, base), group in _intervals(rows).items():
         s = _excluding_zero(group)
         est = group.get("estimate")
-        if s == 0 or est is None or est.status not in ("match", "differs") or est.ours is None or math.isnan(est.ours):
+        if s == 0 or est is None or est.status in _NOT_COMPARED or est.ours is None or math.isnan(est.ours):
             continue
         ours = _sign(est.ours)
-        status = "match" if ours == s else "differs"
-        out.append(Comparison(table, row, f"{base} sign".strip(), s, ours, 0.0, status,
+        out.append(Comparison(table, row, f"{base} sign".strip(), s, ours, 0.0,
+                              "sign-level" if ours == s else "differs",
                               "sign rule: the paper's 95% interval excludes zero, so ours must have the same sign"))
+        lo, hi = group.get("lower"), group.get("upper")
+        if lo is None or hi is None or lo.ours is None or hi.ours is None or lo.status in _NOT_COMPARED:
+            continue
+        side = _side(float(lo.ours), float(hi.ours))
+        out.append(Comparison(table, row, f"{base} excludes 0".strip(), s, side, 0.0,
+                              "sign-level" if side == s else "differs",
+                              "interval rule: the paper's 95% interval excludes zero; ours must exclude it on the "
+                              "same side (+1 above, −1 below, 0 contains zero)"))
     return out
 
 
-def apply_policy(rows: Iterable[Comparison]) -> list[Comparison]:
-    """The rows with every tolerance narrowed to the policy's ceiling, the sign rule enforced, sign rows added.
+_NOT_COMPARED = ("n/a", "derived", "sensitivity", "self-check", "self-check failed")
 
-    Rows without a paper value, ``n/a`` rows and self-checks keep their status (a self-check is already
-    exact).  A narrowed tolerance is recorded in the row's note.
+
+def _status(r: Comparison, tol: float) -> str:
+    """The issue-28 status of a row with both values and a value-level bound ``tol``."""
+    paper, ours = float(r.paper or 0.0), float(r.ours or 0.0)
+    equal_within = abs(ours - paper) <= tol + 1e-12
+    kind = classify(r)
+    if kind is Quantity.STRUCTURAL:
+        if is_side_indicator(r):
+            return "sign-level" if equal_within else "differs"
+        return "design" if equal_within else "design failed"
+    if equal_within:
+        return "match"
+    if kind is Quantity.UTILITY and paper != 0 and ours != 0 and _sign(ours) == _sign(paper):
+        return "sign-level"
+    return "differs"
+
+
+def apply_policy(rows: Iterable[Comparison]) -> list[Comparison]:
+    """The rows with every tolerance narrowed to the value-level bound, their statuses (``match``,
+    ``sign-level``, ``differs``, ``design``, ``design failed``), and the sign and interval rows added.
+
+    Rows without a paper value, ``n/a``, derived, sensitivity and self-check rows keep their status.  A
+    narrowed tolerance is recorded in the row's note.
     """
     rows = list(rows)
     out: list[Comparison] = []
@@ -163,18 +216,25 @@ def apply_policy(rows: Iterable[Comparison]) -> list[Comparison]:
         note = r.note
         if tol < float(r.tolerance) - 1e-12:
             kind = classify(r)
-            why = "the sign guard (|paper|)" if tol == abs(float(r.paper)) else f"the {kind} policy"
+            why = "the sign guard (|paper|)" if tol == abs(float(r.paper)) else f"the {kind} bound"
             note = (f"{note}; " if note else "") + f"declared tolerance {r.tolerance:g} narrowed to {tol:.4g} by {why}"
-        status = "match" if abs(float(r.ours) - float(r.paper)) <= tol + 1e-12 else "differs"
-        out.append(replace(r, tolerance=tol, status=status, note=note))
-    groups = _intervals(out)
-    excl = {key: s for key, g in groups.items() if (s := _excluding_zero(g)) != 0}
-    final: list[Comparison] = []
-    for r in out:
-        parts = _split(r.column)
-        sgn = excl.get((r.table, r.row, parts[0]), 0.0) if parts is not None else 0.0
-        if sgn and r.status == "match" and r.ours is not None and _sign(float(r.ours)) == -sgn:
-            r = replace(r, status="differs", note=(f"{r.note}; " if r.note else "")
-                        + "sign rule: opposite sign to a paper interval that excludes zero")
-        final.append(r)
-    return final + sign_rows(final)
+        out.append(replace(r, tolerance=tol, status=_status(r, tol), note=note))
+    return out + sign_rows(out) + p_side_rows(out)
+
+
+def p_side_rows(rows: list[Comparison]) -> list[Comparison]:
+    """Per shown (n/a) sign-flip p-value with both sides: a row comparing the side of 0.05 it lies on.
+
+    A p-value depends on the replicate count and the resampling draws, so it is not compared at value level;
+    whether it lies below 0.05 is the claim the paper makes with it."""
+    out = []
+    for r in rows:
+        if r.status != "n/a" or not r.column.endswith("sign-flip p") or r.paper is None or r.ours is None \
+                or math.isnan(r.ours):
+            continue
+        paper, ours = float(r.paper < 0.05), float(r.ours < 0.05)
+        out.append(Comparison(r.table, r.row, f"{r.column} < 0.05 (1 = yes)", paper, ours, 0.0,
+                              "sign-level" if paper == ours else "differs",
+                              "threshold side of the paper's sign-flip p (0.05); the p-value itself depends on the "
+                              "replicate count and draws and is shown, not compared"))
+    return out

@@ -4,12 +4,18 @@ A reproduction is a function returning :class:`Comparison` rows; ``replaylens pa
 prints them side by side and ``--json`` prints one object per row with the keys table, row,
 column, paper, ours, tolerance, status and note.  Statuses (:data:`STATUSES`):
 
-* ``match`` / ``differs``: the paper printed this number for this system; ours is / is not within the
-  tolerance the policy (``_policy.py``) allows;
+* ``match`` / ``sign-level`` / ``differs``: the paper printed this number for this system; ours agrees at the
+  value-level bound of the policy (``_policy.py``) / agrees in sign or side only / agrees in neither;
+* ``derived``: the expected value is a target derived from the paper (e.g. in the spec), not a number it printed;
+  shown with its source, never counted as a match;
+* ``design``: the value is a constant of the design (a count, a CI level, a quota, an exact zero of our own
+  writers), compared exactly; equal is ``design``, unequal ``design failed``;
+* ``sensitivity``: ours under an alternative reading (labelled in the note), shown next to the paper's value
+  and not counted;
 * ``self-check`` / ``self-check failed``: the expected value is a structural property of our own agent
   (e.g. the scripted Mean agent agreeing with the Mean rule), not a number the paper printed for the
   system it ran; it holds / does not hold exactly;
-* ``n/a``: one side is missing (e.g. a hosted-model value shown for reference).
+* ``n/a``: one side is missing (a hosted-model value shown for reference, or a quantity the paper does not report).
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ from dataclasses import asdict, dataclass
 
 from ...errors import ConfigError
 
-__all__ = ["STATUSES", "Comparison", "compare"]
+__all__ = ["COMPARED_MEASURED", "STATUSES", "Comparison", "compare"]
 
-STATUSES = ("match", "differs", "self-check", "self-check failed", "n/a")
+STATUSES = ("match", "sign-level", "differs", "derived", "design", "design failed", "sensitivity", "self-check",
+            "self-check failed", "n/a")
+COMPARED_MEASURED = ("match", "sign-level", "differs")
+"""Statuses of a measured value compared with a number the paper printed (a table with one is reproduced)."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +51,22 @@ class Comparison:
 
 
 def compare(table: str, row: str, column: str, paper: float | None, ours: float | None,
-            tolerance: float | None = 0.0, note: str = "", *, self_check: bool = False) -> Comparison:
+            tolerance: float | None = 0.0, note: str = "", *, self_check: bool = False, derived: str = "",
+            sensitivity: str = "") -> Comparison:
     """Build a row; status is ``match`` when |ours − paper| ≤ tolerance, ``differs`` otherwise,
     ``n/a`` when either side is missing (e.g. the paper's hosted-model value shown for reference).
 
     ``self_check``: ``paper`` is a structural expectation of our own agent, not a value the paper printed
     for the system it ran; the row is compared exactly (tolerance 0) and its status is ``self-check`` or
-    ``self-check failed``."""
+    ``self-check failed``.  ``derived`` (the source): ``paper`` is a target derived from the paper, not a number
+    it printed; the status is ``derived``.  ``sensitivity`` (the reading): ours under an alternative reading;
+    the status is ``sensitivity``.  Neither is ever counted as a match."""
+    if derived or sensitivity:
+        label = (f"derived target, not printed by the paper: {derived}" if derived
+                 else f"sensitivity row, not counted: {sensitivity}")
+        return Comparison(table, row, column, None if paper is None else float(paper),
+                          None if ours is None else float(ours), tolerance,
+                          "derived" if derived else "sensitivity", f"{note}; {label}" if note else label)
     if self_check:
         if paper is None or ours is None:
             raise ConfigError(f"self-check row {table}/{row}/{column} needs both the expectation and ours")

@@ -8,14 +8,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ._paper_tables import PAPER_TABLES, SHARED_TABLES, UNREPRODUCED
+from ._registry import COMPARED_MEASURED
 
 __all__ = ["TableStatus", "paper_table_lines", "paper_table_status"]
 
 _LABEL = re.compile(r"tab:[A-Za-z0-9_-]+")
-_COMPARED = ("match", "differs", "self-check", "self-check failed")
+_COMPARED = COMPARED_MEASURED  # a table is reproduced only when a measured value is compared with the paper's
 _KIND_TEXT = {"covered": "covered under another label", "hosted": "needs a hosted model",
-              "no numbers": "has no numbers", "not reproduced": "**not reproduced**"}
-_SUMMARY = {"covered": "covered under another label", "hosted": "need a hosted model", "no numbers": "have no numbers"}
+              "no numbers": "has no numbers", "not reproduced": "**not reproduced**",
+              "no measured value": "**not reproduced** (no measured value compared)"}
+_SUMMARY = {"covered": "covered under another label", "hosted": "need a hosted model", "no numbers": "have no numbers",
+            "no measured value": "show only design, derived, self-check or n/a rows"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
         elif label in UNREPRODUCED:
             kind, detail = UNREPRODUCED[label]
             out.append(TableStatus(label, kind, sections, detail))
+        elif sections:
+            shown = ", ".join(sorted({s for c in sections.values() for s in c}))
+            out.append(TableStatus(label, "no measured value", sections,
+                                   f"rows shown ({shown}) but no measured value compared with the paper's"))
         else:
             out.append(TableStatus(label, "unaccounted", sections, "paper values shown, nothing compared"
                                    if sections else "no reproduction and no declared disposition"))
