@@ -152,7 +152,7 @@ def test_reproduce_list_and_json() -> None:
     assert rows
     for r in rows:
         assert {"table", "row", "column", "paper", "ours", "tolerance", "status"} <= set(r)
-        assert r["status"] == "match", r
+        assert r["status"] in ("match", "design"), r  # exact zeros of our own writers are design rows (issue 28)
     res = CliRunner().invoke(cli, ["paper", "reproduce", "no-such-table"])
     assert res.exit_code == 2
     from replaylens.paper.experiments import all_reproductions
@@ -183,7 +183,7 @@ def test_check_writer_passes_and_catches_a_false_declaration(tmp_path: Path, mon
 def test_python_dash_m_entry_point() -> None:
     res = subprocess.run([sys.executable, "-m", "replaylens", "--help"], capture_output=True, text=True, check=False)
     assert res.returncode == 0
-    for cmd in ("audit", "demo", "check-writer", "reproduce", "validate"):
+    for cmd in ("audit", "demo", "check-writer", "paper", "validate"):
         assert cmd in res.stdout
 
 
