@@ -88,3 +88,14 @@ def require(feature: str, reason: str) -> None:
 def _isolated_request_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own cross-run request cache file, never the user's (issue 18)."""
     monkeypatch.setenv("REPLAYLENS_CACHE", str(tmp_path_factory.mktemp("request-cache") / "requests.sqlite"))
+
+
+_PAPER = Path(__file__).parent / "paper"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests of the paper wing (tests/paper/) carry the ``paper`` marker: ``pytest -m "not slow and not paper"``
+    is the fast product subset (README)."""
+    for item in items:
+        if _PAPER in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.paper)
