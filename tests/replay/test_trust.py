@@ -128,7 +128,7 @@ def test_stale_writing_dirs_cleaned_and_overwrite_needed(inputs, tmp_path: Path)
     assert _run(base).exit_code == 0
     assert not stale.exists()
     other = _run([*base, "--seed", "1"])
-    assert other.exit_code == 2 and "report of a different run" in other.stderr and "--overwrite" in other.stderr
+    assert other.exit_code == 2 and "results of a different run" in other.stderr and "--overwrite" in other.stderr
     assert _run([*base, "--seed", "1", "--overwrite"]).exit_code == 0
     assert json.loads((out / "summary.json").read_text())["seed"] == 1
 

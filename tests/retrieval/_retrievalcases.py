@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import require
-from replaylens.records import FutureTasks, History, read_evaluator, read_futures, read_history
+from replaylens.records import Evaluator, FutureTasks, History, read_evaluator, read_futures, read_history
 from replaylens.retrieval import StreamInput, example_path, streams_from_history
 
 
@@ -18,6 +18,7 @@ def example(name: str = "tool-use", n_streams: int | None = None) -> tuple[Histo
         keep = h.streams[:n_streams]
         h = h.select(keep)
         f = FutureTasks(tuple(t for t in f if t.stream in keep), f.source)
+        ev = Evaluator({k: v for k, v in ev.table.items() if k[0] in keep}, ev.source)  # CLI inputs are strict
     return h, f, ev
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._durable import clean_stale
+from .._durable import LockedError, clean_stale, locked_dir
 from .._version import __version__
 from ..agents import Agent, as_agent
 from ..errors import ConfigError
@@ -21,7 +21,7 @@ from ..replay import PreparedReplay, plan_replay, replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
 from ._audit import AuditResult, extra_readouts, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
-from ._publish import check_different_run, locked_out
+from ._publish import busy, check_different_run
 from ._render import write_results
 from ._stochastic import resolve_repeats, stochastic_warnings
 
@@ -66,28 +66,31 @@ def run_audit(
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
-    repeats = resolve_repeats(settings.repeats, agent, settings.rng)  # 2 for a declared stochastic agent
-    warns = stochastic_warnings(agent, history, repeats, settings.rng)
-    for w in warns:  # a stochastic agent read from one independent repeat, or an undeclared one
-        if on_warning is not None:
-            on_warning(w)
-        else:
-            warnings.warn(w, UserWarning, stacklevel=2)
-    plan = prepared.plan if prepared is not None else plan_replay(
-        history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws, repeats=repeats,
-        seed=settings.seed, rng=settings.rng)
-    if arguments is None:
-        command = API_COMMAND
-        arguments = api_arguments(history, futures, evaluator, agent, plan, settings)
     with contextlib.ExitStack() as stack:
+        # the run holds OUT (and its journal) from its first call into the agent to its last write
         if out is not None:
             root = Path(out)
-            stack.enter_context(locked_out(root))
+            stack.enter_context(_exclusive(root))
             clean_stale(root)
-            restart = check_different_run(root, {"command": command, "arguments": arguments}, overwrite) or restart
             journal = journal if journal is not None else root / "journal"
         if journal is not None:  # one run per journal, whoever holds it
-            stack.enter_context(locked_out(Path(journal)))
+            stack.enter_context(_exclusive(Path(journal)))
+        repeats = resolve_repeats(settings.repeats, agent, settings.rng)  # 2 for a declared stochastic agent
+        warns = stochastic_warnings(agent, history, repeats, settings.rng)
+        for w in warns:  # a stochastic agent read from one independent repeat, or an undeclared one
+            if on_warning is not None:
+                on_warning(w)
+            else:
+                warnings.warn(w, UserWarning, stacklevel=2)
+        plan = prepared.plan if prepared is not None else plan_replay(
+            history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws, repeats=repeats,
+            seed=settings.seed, rng=settings.rng)
+        if arguments is None:
+            command = API_COMMAND
+            arguments = api_arguments(history, futures, evaluator, agent, plan, settings)
+        if out is not None:
+            restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
+                                          overwrite) or restart
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
                       expect=expect, warns=warns)
@@ -95,6 +98,18 @@ def run_audit(
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
                         command=command, arguments=arguments)
         return result
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold ``path``'s run lock for a whole run; any other holder — another process, or another run in this
+    one, this thread included — makes it busy (:class:`ConfigError`).  Writers inside the run re-enter it."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(locked_dir(path))
+        except LockedError:
+            raise busy(path) from None
+        yield
 
 
 def api_arguments(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, plan: Any,
