@@ -27,6 +27,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,15 @@ def request_cache_key(settings: ModelSettings, request: Request) -> str:
     return sha256_text(canonical_json(core))
 
 
+_OPEN_TRIES = 40
+
+
+def _transient(exc: BaseException) -> bool:
+    """SQLite's "database is locked" / "busy": another connection holds the file, which is not damage."""
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
 class RequestCache:
     """One SQLite file shared by runs, commands and processes (WAL: readers never block the writer)."""
 
@@ -106,24 +116,41 @@ class RequestCache:
             self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
             raise self.damaged(exc) from None
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            cols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(responses)")}
-            if not cols:
-                self._db.execute(_SCHEMA)
-            elif not cols >= _COLUMNS:
-                raise _Damaged(f"table responses has columns {sorted(cols)}, not a ReplayLens request cache")
-            elif "digest" not in cols:  # a cache written before digests: its entries are re-asked once
-                self._db.execute("ALTER TABLE responses ADD COLUMN digest TEXT")
-            check = self._db.execute("PRAGMA quick_check").fetchone()
-            if check is None or check[0] != "ok":
-                what = " ".join(str(check[0]).split())[:160] if check else "no answer"
-                raise _Damaged(f"integrity check failed: {what}")
-        except (sqlite3.Error, _Damaged) as exc:
-            self._db.close()
-            raise self.damaged(exc) from None
+        for attempt in range(_OPEN_TRIES):
+            try:
+                self._open()
+                break
+            except sqlite3.OperationalError as exc:
+                # another process or thread is opening or writing the same file: wait, it is not damage
+                if not _transient(exc) or attempt == _OPEN_TRIES - 1:
+                    self._db.close()
+                    raise (self.busy(exc) if _transient(exc) else self.damaged(exc)) from None
+                time.sleep(0.05 * (attempt + 1))
+            except (sqlite3.Error, _Damaged) as exc:
+                self._db.close()
+                raise self.damaged(exc) from None
         self.discarded: list[str] = []
+
+    def _open(self) -> None:
+        """WAL mode, the schema (created, or checked and upgraded), and an integrity check."""
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        cols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(responses)")}
+        if not cols:
+            self._db.execute(_SCHEMA)
+        elif not cols >= _COLUMNS:
+            raise _Damaged(f"table responses has columns {sorted(cols)}, not a ReplayLens request cache")
+        elif "digest" not in cols:  # a cache written before digests: its entries are re-asked once
+            self._db.execute("ALTER TABLE responses ADD COLUMN digest TEXT")
+        check = self._db.execute("PRAGMA quick_check").fetchone()
+        if check is None or check[0] != "ok":
+            what = " ".join(str(check[0]).split())[:160] if check else "no answer"
+            raise _Damaged(f"integrity check failed: {what}")
+
+    def busy(self, exc: BaseException) -> ConfigError:
+        """The one-line error of a cache file another process keeps locked."""
+        return ConfigError(f"request cache {self.path} stayed locked by another process ({exc}); rerun, or use "
+                           "--no-cache or --cache PATH")
 
     def damaged(self, exc: BaseException) -> ConfigError:
         """The one-line error of a damaged cache file."""
@@ -135,7 +162,7 @@ class RequestCache:
             with self._lock:
                 return self._db.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise self.damaged(exc) from None
+            raise (self.busy(exc) if _transient(exc) else self.damaged(exc)) from None
 
     def lookup(self, key: str) -> tuple[Completion, str] | None:
         """The stored completion of ``key`` and its entry digest, None on a miss; raises :class:`_Discarded`
