@@ -91,11 +91,16 @@ def _isolated_request_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatc
 
 
 _PAPER = Path(__file__).parent / "paper"
+_LLM = Path(__file__).parent / "llm"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests of the paper wing (tests/paper/) carry the ``paper`` marker: ``pytest -m "not slow and not paper"``
-    is the fast product subset (README)."""
+    """Tests of the paper wing (tests/paper/) carry the ``paper`` marker and those of the LLM integration
+    (tests/llm/, model servers and journaled runs) the ``llm`` marker:
+    ``pytest -m "not slow and not paper and not llm"`` is the fast product subset (README)."""
     for item in items:
-        if _PAPER in Path(str(item.path)).parents:
+        parents = Path(str(item.path)).parents
+        if _PAPER in parents:
             item.add_marker(pytest.mark.paper)
+        if _LLM in parents:
+            item.add_marker(pytest.mark.llm)

@@ -46,6 +46,7 @@ def _run(sub, agent, **kw):
 # --------------------------------------------------------------------------- path agreement
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_array_path_equals_reference_path(bandit, name: str) -> None:
     kw = {"cells": "all", "draws": 2, "repeats": 2, "seed": 7}

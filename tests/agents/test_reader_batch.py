@@ -17,6 +17,8 @@ from replaylens.bandit import make_bandit
 from replaylens.errors import AgentRaised
 from replaylens.replay import prepare_replay, replay
 
+pytestmark = pytest.mark.slow  # batch equivalence on every backend: left out of the fast subset
+
 engine = importlib.import_module("replaylens.replay._engine")
 
 KW = {"cells": "value,pair,key_slot,reorder", "draws": 2, "repeats": 2, "seed": 11, "path": "reference"}

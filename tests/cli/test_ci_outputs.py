@@ -18,6 +18,8 @@ from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
 from replaylens.records import write_evaluator, write_futures, write_history
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """history = "data/history.jsonl"
 future = "data/future.jsonl"

@@ -15,6 +15,8 @@ from replaylens.cli._main import cli
 from replaylens.replay import DECISION_COLUMNS
 from replaylens.report import load_results
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 FAST = ["--resamples", "500", "--streams", "4", "--scripted"]
 
 

@@ -20,6 +20,8 @@ from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, ConfigError
 from replaylens.replay import prepare_replay, replay
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 backends_mod = importlib.import_module("replaylens.replay._backends")
 
 

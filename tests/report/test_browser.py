@@ -17,6 +17,8 @@ from PIL import Image
 from conftest import require
 from replaylens.cli._main import cli
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

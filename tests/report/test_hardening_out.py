@@ -16,6 +16,8 @@ import pytest
 
 from replaylens._durable import atomic_write
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 _SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 # a child process: audit the small bandit into OUT with the mean agent; with a gate file, the agent waits

@@ -14,6 +14,8 @@ from test_report_html import offline_problems
 from replaylens.cli._agents_audit import agent_dirs
 from replaylens.cli._main import cli
 
+pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
+
 ARTIFACTS = {"decisions.parquet", "summary.json", "manifest.json", "report.md", "report.html", "forest.png", "journal"}
 
 
