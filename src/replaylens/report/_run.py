@@ -176,11 +176,12 @@ def _manifest(result: AuditResult, history: History, futures: FutureTasks, evalu
               inputs: Sequence[tuple[str, str | None]], command: str, arguments: dict[str, Any]) -> RunManifest:
     plan = result.decisions.plan
     objs: dict[str, Any] = {"history": history, "futures": futures, "utilities": evaluator}
-    files = [InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=objs[role].fingerprint())
+    prints = {role: objs[role].fingerprint() for role in objs}  # one content hash per input (a pass over it)
+    files = [InputFile(role=role, path=str(p), sha256=file_sha256(p), content_fingerprint=prints[role])
              for role, p in inputs if p is not None]
     if not files:  # in-memory inputs: named by content
-        files = [InputFile(role=role, path="(in memory)", sha256=objs[role].fingerprint(),
-                           content_fingerprint=objs[role].fingerprint()) for role in objs]
+        files = [InputFile(role=role, path="(in memory)", sha256=prints[role], content_fingerprint=prints[role])
+                 for role in objs]
     return RunManifest(tool_version=__version__, git_revision=git_revision(), command=command,
                        arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
                        plan=plan.to_dict(),
