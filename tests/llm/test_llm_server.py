@@ -4,16 +4,11 @@ validation errors stop the run at once, and a real server (llama-cpp-python's) r
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from local_server import embedded_gguf, local_server
 
 from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
@@ -125,40 +120,14 @@ def test_response_format_must_be_known() -> None:
 # ------------------------------------------------------------------ a real server nobody here wrote
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_llama_cpp_server_end_to_end(tiny: list[str], tmp_path: Path) -> None:
-    from replaylens.llm import embedded_model_path, llama_available
-
-    gguf = embedded_model_path() if llama_available() else None
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
-        gguf = None
+    gguf = embedded_gguf()
     if gguf is None:
         from conftest import require
 
         require("local", "llama-cpp-python[server] and the embedded model (the local extra) are not installed")
         return
-    port = _free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048"], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        url = f"http://127.0.0.1:{port}/v1"
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.25)
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+    with local_server(gguf, tmp_path) as url:
         code, out = _audit(tiny, tmp_path / "a", url, "--concurrency", "2", model="openai/smollm2")
         assert code == 0, out
         man = _manifest(tmp_path / "a")
@@ -170,7 +139,3 @@ def test_llama_cpp_server_end_to_end(tiny: list[str], tmp_path: Path) -> None:
         assert summary["agent"] == "llm(openai/smollm2)" and summary["verdicts"]
         atts = [json.loads(x) for x in (tmp_path / "a" / "llm" / "attempts.jsonl").read_text().splitlines()]
         assert atts and all(a["usage"]["input_tokens"] > 0 for a in atts)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        log.close()

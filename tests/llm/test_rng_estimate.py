@@ -5,16 +5,12 @@ lands within ±25 % of llama-cpp-python's server-reported usage with the output 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from local_server import embedded_gguf, local_server
 
 from replaylens.bandit import make_bandit
 from replaylens.cli._main import cli
@@ -79,41 +75,15 @@ def test_approximation_is_calibrated_on_the_builtin_example(tmp_path: Path) -> N
     assert 0.9 <= ratio <= 1.1, ratio
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_estimate_within_25_percent_of_llama_cpp_server_usage(tmp_path: Path) -> None:
-    gguf = _embedded()
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError:
-        gguf = None
+    gguf = embedded_gguf()
     if gguf is None:
         from conftest import require
 
         require("local", "llama-cpp-python[server] and the embedded model (the local extra) are not installed")
         return
     inputs = _inputs(tmp_path, n_streams=2, n_future=1, slots_per_block=4, contexts=("easy",), held_out=())
-    port = _free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048"], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        url = f"http://127.0.0.1:{port}/v1"
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.25)
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+    with local_server(gguf, tmp_path) as url:
         base = ["audit", *inputs, "--agent", "llm", "--model", "openai/smollm2", "--base-url", url,
                 "--api-key-env", "", "--cells", "value", "--maps", "1032", "--resamples", "200", "--quiet"]
         estimates = {}
@@ -132,7 +102,3 @@ def test_estimate_within_25_percent_of_llama_cpp_server_usage(tmp_path: Path) ->
             assert n == len(atts), label
             assert abs(t_in - used_in) <= 0.25 * used_in, (label, t_in, used_in)
             assert t_out >= used_out, (label, t_out, used_out)  # the output bound is respected
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        log.close()
