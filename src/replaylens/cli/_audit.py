@@ -61,14 +61,12 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
     from ._llmcost import attach_usage, write_partial
 
     llm = _llm_of(agent, cost, model)
-    expected: list[str] = []
     planned: list[Any] = []
     declared: dict[str, Any] = {}  # filled once the plan is known; run_audit reads it after before_replay
 
     def before_replay(plan: Any) -> None:
         planned.append(plan)
-        expected.extend(_expectations(expect_invariant, plan))
-        declared.update(gate_expectations(gate, expected, tolerance, plan))
+        declared.update(gate_expectations(gate, expect_invariant, tolerance, plan))
         if llm is not None:
             llm.bind_plan(plan.cell_names, len(plan.draws), len(plan.maps))
 
@@ -107,19 +105,6 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
     if code:
         sys.exit(code)
     return result
-
-
-def _expectations(spec: str, plan: Any) -> list[str]:
-    """The cells named by --expect-invariant (``rekey`` included), checked against the plan."""
-    from ..errors import ConfigError
-
-    names = [c.strip() for c in spec.split(",") if c.strip()]
-    known = set(plan.cell_names[1:]) | ({"rekey"} if len(plan.maps) > 1 else set())
-    for n in names:
-        if n not in known:
-            raise ConfigError(f"--expect-invariant: {n!r} is not a replayed cell (replayed: "
-                              f"{', '.join(sorted(known))}); add it to --cells")
-    return names
 
 
 def _llm_of(agent: Any, cost: CostOptions | None, model: str | None) -> Any:

@@ -69,21 +69,24 @@ def refuse_several_agents(gate: GateOptions, expect_invariant: str) -> None:
                           "their OUT/<agent> directories with `replaylens compare`)")
 
 
-def gate_expectations(gate: GateOptions | None, invariant: list[str], tolerance: float,
+def gate_expectations(gate: GateOptions | None, invariant: str, tolerance: float,
                       plan: Any) -> dict[str, Expectation]:
-    """Declared expectations: ``--expect`` (or the config's ``expect`` table) and ``--expect-invariant`` cells
-    at ``--tolerance`` (which win for a cell named in both); every cell must be a replayed row."""
+    """Declared expectations: ``--expect`` (or the config's ``expect`` table) and the ``--expect-invariant``
+    cells (comma-separated, ``rekey`` included) at ``--tolerance`` (which win for a cell named in both); every
+    cell either names must be a replayed row."""
     from ..errors import ConfigError
     from ..report import parse_expect_specs
     from ._expect import declared_expectations
 
     extra = parse_expect_specs(gate.expect) if gate is not None else {}
+    names = [c.strip() for c in invariant.split(",") if c.strip()]
     known = set(plan.cell_names[1:]) | ({"rekey"} if len(plan.maps) > 1 else set())
-    for name in extra:
-        if name not in known:
-            raise ConfigError(f"--expect: {name!r} is not a replayed cell (replayed: {', '.join(sorted(known))}); "
-                              "add it to --cells")
-    return declared_expectations(invariant, tolerance, extra)
+    for option, cells in (("--expect-invariant", names), ("--expect", list(extra))):
+        for name in cells:
+            if name not in known:
+                raise ConfigError(f"{option}: {name!r} is not a replayed cell (replayed: "
+                                  f"{', '.join(sorted(known))}); add it to --cells")
+    return declared_expectations(names, tolerance, extra)
 
 
 def finish_gate(result: Any, out: Path, gate: GateOptions | None, *, history: Any = None,
