@@ -91,31 +91,35 @@ def test_tiny_n_is_delegated_to_exact_enumeration() -> None:
 # ------------------------------------------------------------------------------------- the draws themselves
 
 
+def _lemire(raw: np.ndarray, n: int) -> np.ndarray:
+    """Reference: Lemire's multiply-shift with rejection on the 32-bit words of raw 64-bit outputs (low half
+    first): ``(w * n) >> 32`` of every word whose low half ``(w * n) mod 2**32`` is ``>= 2**32 mod n``."""
+    words = np.stack([raw & 0xFFFFFFFF, raw >> 32], axis=1).reshape(-1)
+    prod = words * np.uint64(n)
+    return (prod >> 32)[(prod & 0xFFFFFFFF) >= (1 << 32) % n]
+
+
 def test_lemire_rejection_leaves_every_index_one_word() -> None:
-    # n = 3 * 2**30: w * n / 2**32 = 3w/4, so words 4j, 4j+1, 4j+2, 4j+3 give indices 3j, 3j, 3j+1, 3j+2 and
+    # n = 3 * 2**30: w * n / 2**32 = 3w/4, so words 4j, 4j+1, 4j+2, 4j+3 give indices 3j, 3j, 3j+1, 3j+2 with
     # low halves 0, 3*2**30, 2**31, 2**30; the threshold 2**32 mod n = 2**30 rejects exactly the words 4j
     n = 3 * 2**30
-    words = np.arange(4 * 1000, dtype=np.uint32)
-    index, ok = shared._lemire(words, n, (1 << 32) % n)
-    assert ok is not None and np.flatnonzero(~ok).tolist() == list(range(0, 4000, 4))
-    assert index[ok].tolist() == list(range(3000))
+    raw = np.arange(0, 4000, 2, dtype=np.uint64) | (np.arange(1, 4000, 2, dtype=np.uint64) << np.uint64(32))
+    assert _lemire(raw, n).tolist() == list(range(3000))
 
 
-def test_index_draws_follow_the_documented_word_stream() -> None:
-    n, m = 50_000, 3 * 50_000
-    got = shared.uniform_indices(shared._Words(np.random.PCG64(9), 1000), n, m)
-    raw = np.random.PCG64(9).random_raw(m)  # more than enough words: rejections are rare
-    words = np.stack([raw & 0xFFFFFFFF, raw >> 32], axis=1).reshape(-1)
-    prod = words * n
-    keep = (prod & 0xFFFFFFFF) >= (1 << 32) % n
-    assert np.count_nonzero(~keep[: m + 10]) >= 1  # the stretch compared does contain a rejected word
-    assert got.tolist() == (prod[keep] >> 32)[:m].tolist()
+@pytest.mark.parametrize("n", [7, 50_000, 3 * 2**30])
+def test_index_draws_are_lemire_on_the_generators_words(n: int) -> None:
+    """The draws of a block (``Generator.integers(0, n, dtype=uint32)``) are the reference Lemire outputs of
+    the same PCG64's raw words, rejections included (a quarter of the words at n = 3 * 2**30)."""
+    m = 3 * 50_000
+    got = np.random.default_rng(9).integers(0, n, size=(3, m // 3), dtype=np.uint32).reshape(-1)
+    ref = _lemire(np.random.default_rng(9).bit_generator.random_raw(m), n)  # 2m words, at most 1/4 rejected
+    assert got.tolist() == ref[:m].tolist()
 
 
 def test_index_draws_are_uniform_chi_square() -> None:
     n, m = 5_000, 1_000_000
-    idx = shared.uniform_indices(shared._Words(np.random.PCG64(2), 4096), n, m)
-    counts = np.bincount(idx, minlength=n)
+    counts = np.bincount(np.random.default_rng(2).integers(0, n, size=m, dtype=np.uint32), minlength=n)
     expected = m / n
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     df = n - 1
@@ -126,8 +130,8 @@ def test_bootstrap_counts_are_the_documented_draws() -> None:
     """Block 0's first draws, rebuilt from the documented spec (Lemire indices of the block's PCG64 words)."""
     v = _data(70, seed=8)
     got = shared_bootstrap(v, n_resamples=5, seed=4)[0]
-    words = shared._Words(np.random.PCG64(derive_seed(4, "audit-bootstrap", 0)), 64)
-    counts = np.array([np.bincount(shared.uniform_indices(words, 70, 70), minlength=70) for _ in range(5)])
+    index = _lemire(np.random.default_rng(derive_seed(4, "audit-bootstrap", 0)).bit_generator.random_raw(5 * 70), 70)
+    counts = np.array([np.bincount(index[70 * b : 70 * (b + 1)], minlength=70) for b in range(5)])
     expect = counts @ (v - v.mean(0)) / 70 + v.mean(0)
     assert np.allclose(got.distribution, expect, rtol=0, atol=1e-14)
 

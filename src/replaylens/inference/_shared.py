@@ -6,8 +6,9 @@ every summary row (a percentile interval for 3 columns, a sign-flip test for 2 o
 clusters, so here **one** set of draws serves every row and column:
 
 * **bootstrap** -- each draw resamples ``n`` clusters with replacement: cluster indices exactly uniform on
-  ``[0, n)`` by Lemire's multiply-shift with rejection on 32-bit words (no modulo bias), turned into
-  per-cluster counts by one ``np.bincount`` per draw, then one matrix product
+  ``[0, n)`` (``Generator.integers(0, n, dtype=uint32)``: Lemire's multiply-shift with rejection on the
+  generator's 32-bit words, no modulo bias), turned into per-cluster counts by one ``np.bincount`` per
+  draw (cache-sized), then one matrix product
   ``counts (draws x n) @ centred values (n x K)`` gives every column's resampled mean;
 * **sign flips** -- each draw takes ``ceil(n / 64)`` raw 64-bit words: bit ``b`` of word ``w`` (least
   significant first) flips cluster ``64 w + b`` (bit set: sign -1); one product ``signs @ values``.
@@ -27,10 +28,11 @@ docs/decisions.md, "Audit statistics: shared resamples (issue 27)").
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import itertools
 import math
 import os
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,14 +45,12 @@ from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _pa
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
-__all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests", "uniform_indices"]
+__all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests"]
 
 #: draws per block (one Generator each); fixed, so the bytes never depend on the thread count
 BLOCK = 256
-#: at most this many (draw, cluster) float64 cells per matrix product (32 MB; a function of ``n`` only)
-_MAX_CELLS = 1 << 22
-#: the two 32-bit halves of a uint64 viewed as uint32, in native byte order: (low, high)
-_LOW, _HIGH = (0, 1) if sys.byteorder == "little" else (1, 0)
+#: at most this many (draw, cluster) float64 cells per matrix product (8 MB, cache-sized; a function of ``n`` only)
+_MAX_CELLS = 1 << 20
 #: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
 _SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
 
@@ -67,81 +67,27 @@ def _seed(seed: int, func: str) -> int:
     return int(seed)
 
 
-class _Words:
-    """The 32-bit words of a bit generator: each raw 64-bit output gives its low half, then its high half."""
-
-    def __init__(self, bg: np.random.BitGenerator, chunk: int) -> None:
-        self.bg = bg
-        self.chunk = max(2, chunk)
-        self.buf = np.empty(0, dtype=np.uint32)
-        self.pos = 0
-
-    def take(self, m: int) -> np.ndarray:
-        """The next ``m`` words (uint32, native byte order)."""
-        if self.pos + m > self.buf.size:
-            rest = self.buf[self.pos :]
-            fresh = max(m - rest.size, self.chunk)
-            raw = self.bg.random_raw((fresh + 1) // 2)
-            if sys.byteorder == "little":
-                halves = raw.view(np.uint32)
-            else:
-                halves = np.empty(2 * raw.size, dtype=np.uint32)
-                halves[0::2] = raw & np.uint64(0xFFFFFFFF)
-                halves[1::2] = raw >> np.uint64(32)
-            self.buf = np.concatenate((rest, halves)) if rest.size else halves
-            self.pos = 0
-        out = self.buf[self.pos : self.pos + m]
-        self.pos += m
-        return out
-
-
-def _lemire(words: np.ndarray, n: int, threshold: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Lemire's multiply-shift of 32-bit ``words`` onto ``[0, n)``: ``(index, accepted)``.
-
-    ``index = (w * n) >> 32``; a word is rejected when the low half of ``w * n`` is below
-    ``threshold = 2**32 mod n``, which leaves every index exactly ``floor(2**32 / n)`` accepted words.
-    ``accepted`` is ``None`` when no word is rejected.
-    """
-    prod = np.multiply(words, np.uint64(n), dtype=np.uint64)
-    halves = prod.view(np.uint32)
-    index = halves[_HIGH::2]
-    if threshold:
-        reject = halves[_LOW::2] < threshold
-        if reject.any():
-            return index, ~reject
-    return index, None
-
-
-def uniform_indices(words: _Words, n: int, m: int) -> np.ndarray:
-    """The next ``m`` cluster indices, exactly uniform on ``[0, n)`` (``n < 2**32``): the accepted Lemire
-    outputs of ``words`` in order (uint32)."""
-    threshold = (1 << 32) % n
-    index, ok = _lemire(words.take(m), n, threshold)
-    if ok is None:
-        return index
-    kept = [index[ok]]
-    have = kept[0].size
-    while have < m:  # draw exactly the shortfall, so the words consumed end at the last accepted one
-        more, ok = _lemire(words.take(m - have), n, threshold)
-        kept.append(more if ok is None else more[ok])
-        have += kept[-1].size
-    return np.concatenate(kept)
-
-
 def _rows_per_product(n: int) -> int:
     return max(1, min(BLOCK, _MAX_CELLS // n))
 
 
 def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray) -> None:
-    """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``)."""
+    """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
+
+    The indices are ``Generator.integers(0, n, dtype=uint32)``: Lemire's multiply-shift on the PCG64's 32-bit
+    words (low half of each 64-bit output first) with rejection below ``2**32 mod n``, so every cluster
+    has exactly ``floor(2**32 / n)`` accepted words; drawn draw after draw, so the products' row split
+    (a function of ``n``) does not change them.
+    """
     n = centered.shape[0]
     rows = _rows_per_product(n)
-    words = _Words(np.random.PCG64(derive_seed(seed, "audit-bootstrap", block)), rows * n)
+    gen = np.random.default_rng(derive_seed(seed, "audit-bootstrap", block))
     counts = np.empty((min(rows, draws), n), dtype=np.float64)
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
+        index = gen.integers(0, n, size=(c, n), dtype=np.uint32)
         for i in range(c):
-            counts[i] = np.bincount(uniform_indices(words, n, n), minlength=n)
+            counts[i] = np.bincount(index[i], minlength=n)
         np.matmul(counts[:c], centered, out=out[r0 : r0 + c])
     out /= n
 
@@ -150,7 +96,7 @@ def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: in
     """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``)."""
     width = padded.shape[0] // 64  # raw words per sign vector
     rows = _rows_per_product(padded.shape[0])
-    bg = np.random.PCG64(derive_seed(seed, "audit-signflip", block))
+    bg = np.random.default_rng(derive_seed(seed, "audit-signflip", block)).bit_generator
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
         raw = bg.random_raw(c * width).astype("<u8", copy=False)
@@ -161,16 +107,27 @@ def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: in
 
 def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) -> None:
     """``block(b)`` for every block of the ``n_resamples`` draws, on up to ``threads`` threads (numpy's
-    generators and BLAS release the GIL; each block writes its own rows, so the order does not matter)."""
+    generators and BLAS release the GIL; each block writes its own rows, so the order does not matter).
+
+    BLAS is held to one thread meanwhile where ``threadpoolctl`` is installed (the blocks are the
+    parallel work; BLAS threads on top of them only contend); the bytes are the same either way.
+    """
     blocks = range(math.ceil(n_resamples / BLOCK))
     workers = min(threads, len(blocks))
-    if workers <= 1:
-        for b in blocks:
-            block(b)
-        return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-shared") as pool:
-        for _ in pool.map(block, blocks):
+    with contextlib.ExitStack() as stack:
+        try:
+            tpc = importlib.import_module("threadpoolctl")
+        except ImportError:
             pass
+        else:
+            stack.enter_context(tpc.threadpool_limits(limits=1, user_api="blas"))
+        if workers <= 1:
+            for b in blocks:
+                block(b)
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-shared") as pool:
+            for _ in pool.map(block, blocks):
+                pass
 
 
 def _groups(groups: Sequence[int] | None, k: int, func: str) -> list[tuple[int, int]]:
