@@ -109,10 +109,11 @@ def test_lemire_rejection_leaves_every_index_one_word() -> None:
 
 @pytest.mark.parametrize("n", [7, 50_000, 3 * 2**30])
 def test_index_draws_are_lemire_on_the_generators_words(n: int) -> None:
-    """The draws of a block (``Generator.integers(0, n, dtype=uint32)``) are the reference Lemire outputs of
+    """The draws of a block (``Generator.integers(0, n, dtype=int64)``) are the reference Lemire outputs of
     the same PCG64's raw words, rejections included (a quarter of the words at n = 3 * 2**30)."""
     m = 3 * 50_000
-    got = np.random.default_rng(9).integers(0, n, size=(3, m // 3), dtype=np.uint32).reshape(-1)
+    got = np.random.default_rng(9).integers(0, n, size=(3, m // 3), dtype=np.int64).reshape(-1)
+    assert got.tolist() == np.random.default_rng(9).integers(0, n, size=m, dtype=np.uint32).tolist()
     ref = _lemire(np.random.default_rng(9).bit_generator.random_raw(m), n)  # 2m words, at most 1/4 rejected
     assert got.tolist() == ref[:m].tolist()
 
@@ -206,3 +207,24 @@ def test_results_are_read_only_and_validated() -> None:
         shared_bootstrap(_data(30), n_resamples=50, seed=-1)
     with pytest.raises(ConfigError, match="n_resamples"):
         shared_sign_flip_tests(_data(30), n_resamples=0, seed=0)
+
+
+def test_summarize_takes_every_row_from_the_shared_resamples() -> None:
+    from replaylens.agents import load_agent
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import replay
+    from replaylens.report import summarize
+
+    sub = make_bandit(n_streams=12, slots_per_block=5, n_future=2)
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"))
+    rows = summarize(dec, seed=3, n_resamples=999)
+    values = np.hstack([np.c_[r.action.values, r.utility.values, r.oracle.values] for r in rows])
+    ivs = shared_bootstrap(values, n_resamples=999, seed=3, groups=[3] * len(rows))
+    tests = shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=999, seed=3)
+    assert len(rows) > 1
+    for r, row in enumerate(rows):
+        assert row.interval.distribution.shape == (999, 3) and row.interval.n_resamples == 999
+        assert row.interval.distribution.tobytes() == ivs[r].distribution.tobytes()
+        assert row.utility_test.null_distribution.tobytes() == tests[2 * r].null_distribution.tobytes()
+        assert row.oracle_test.pvalue == tests[2 * r + 1].pvalue and not row.oracle_test.exact
+        assert set(row.to_dict()) >= {"action_ci", "delta_utility_ci", "delta_utility_p", "delta_oracle_p"}

@@ -6,7 +6,7 @@ every summary row (a percentile interval for 3 columns, a sign-flip test for 2 o
 clusters, so here **one** set of draws serves every row and column:
 
 * **bootstrap** -- each draw resamples ``n`` clusters with replacement: cluster indices exactly uniform on
-  ``[0, n)`` (``Generator.integers(0, n, dtype=uint32)``: Lemire's multiply-shift with rejection on the
+  ``[0, n)`` (``Generator.integers(0, n)``: Lemire's multiply-shift with rejection on the
   generator's 32-bit words, no modulo bias), turned into per-cluster counts by one ``np.bincount`` per
   draw (cache-sized), then one matrix product
   ``counts (draws x n) @ centred values (n x K)`` gives every column's resampled mean;
@@ -74,8 +74,9 @@ def _rows_per_product(n: int) -> int:
 def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray) -> None:
     """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
 
-    The indices are ``Generator.integers(0, n, dtype=uint32)``: Lemire's multiply-shift on the PCG64's 32-bit
-    words (low half of each 64-bit output first) with rejection below ``2**32 mod n``, so every cluster
+    The indices are ``Generator.integers(0, n, dtype=int64)``, which for ``n <= 2**32`` is Lemire's
+    multiply-shift on the PCG64's 32-bit words (low half of each 64-bit output first) with rejection
+    below ``2**32 mod n`` (the draws of ``dtype=uint32``, already as bincount's int64), so every cluster
     has exactly ``floor(2**32 / n)`` accepted words; drawn draw after draw, so the products' row split
     (a function of ``n``) does not change them.
     """
@@ -85,7 +86,7 @@ def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, ou
     counts = np.empty((min(rows, draws), n), dtype=np.float64)
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
-        index = gen.integers(0, n, size=(c, n), dtype=np.uint32)
+        index = gen.integers(0, n, size=(c, n), dtype=np.int64)
         for i in range(c):
             counts[i] = np.bincount(index[i], minlength=n)
         np.matmul(counts[:c], centered, out=out[r0 : r0 + c])
