@@ -154,7 +154,8 @@ def shared_bootstrap(
 
     Each result is what :func:`cluster_bootstrap` reports (estimate, percentile interval, standard error,
     ``method="percentile"``, the ``(B, k)`` distribution: a slice of the shared ``(B, K)`` matrix), from
-    the shared draws of ``seed`` instead of a Generator of its own.
+    the shared draws of ``seed`` instead of a Generator of its own.  ``threads``: blocks run at once
+    (default ``min(4, cpu_count)``; the bytes do not depend on it).
     """
     func = "shared_bootstrap"
     n_resamples = _check_int(n_resamples, "n_resamples", func, 1)
@@ -202,7 +203,8 @@ def shared_sign_flip_tests(
 
     Statistic, tolerance and p-value are :func:`sign_flip_test`'s (Monte Carlo:
     ``p = (count + 1) / (n_resamples + 1)``).  When it would enumerate all ``2**n`` sign vectors
-    (``2**n <= n_resamples``), every column is delegated to it, so tiny ``n`` stays exact.
+    (``2**n <= n_resamples``), every column is delegated to it, so tiny ``n`` stays exact.  ``threads``:
+    as in :func:`shared_bootstrap`.
     """
     func = "shared_sign_flip_tests"
     n_resamples = _check_int(n_resamples, "n_resamples", func, 1)
