@@ -3,6 +3,8 @@
 * :func:`cluster_bootstrap` -- percentile interval of the mean over clusters (optionally stratified,
   optionally for ``k`` paired statistics at once);
 * :func:`sign_flip_test` -- two-sided sign-flip test of symmetry about 0 (exact or Monte Carlo);
+* :func:`shared_bootstrap` / :func:`shared_sign_flip_tests` -- the same intervals and tests for many
+  columns from one set of shared resamples (blocks of named seeds, BLAS products: the audit's statistics);
 * :func:`adjusted_level` -- Bonferroni-adjusted individual level for several contrasts;
 * :func:`adaptive_cells` -- adaptive call budget: stop asking a cell once its anytime-valid
   :class:`BettingCS` confidence sequence settles the verdict (:func:`classify`);
@@ -25,6 +27,7 @@ from ._adaptive import (
 )
 from ._bootstrap import adjusted_level, cluster_bootstrap
 from ._results import BootstrapResult, SignFlipResult
+from ._shared import shared_bootstrap, shared_sign_flip_tests
 from ._signflip import format_p, sign_flip_test
 
 __all__ = [
@@ -41,5 +44,7 @@ __all__ = [
     "adjusted_level",
     "cluster_bootstrap",
     "format_p",
+    "shared_bootstrap",
+    "shared_sign_flip_tests",
     "sign_flip_test",
 ]

@@ -16,14 +16,13 @@ utility and oracle contrasts).
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..agents import Agent
-from ..inference import BootstrapResult, SignFlipResult, cluster_bootstrap, sign_flip_test
+from ..inference import BootstrapResult, SignFlipResult, shared_bootstrap, shared_sign_flip_tests
 from ..readouts import (
     StreamValues,
     a_rekey,
@@ -41,7 +40,6 @@ from ..replay import (
     state_fingerprinter,
     state_response,
 )
-from ..rng import derive_seed
 
 __all__ = ["AuditResult", "CellSummary", "extra_readouts", "pct", "state_responses", "strict_json", "stream_warning",
            "summarize"]
@@ -219,19 +217,35 @@ def _aligned_mean(d: Decisions, y: str) -> float:
 
 
 def _row(d: Decisions, cell: str, migration: str, action: StreamValues, util: StreamValues, orac: StreamValues,
-         n_changed: int, n_decisions: int, seed: int, n_resamples: int, level: float, index: int) -> CellSummary:
-    stack = np.column_stack([action.values, util.values, orac.values])
-    if stack.shape[0] < 2:  # one stream: no cluster inference is possible; report NaN intervals
-        nan3 = np.full(3, np.nan)
-        iv = BootstrapResult(stack.mean(0), nan3, nan3, level, 1, 0, "none (one stream)", None,
-                             np.zeros((0, 3)), nan3)
-        tu = SignFlipResult(float(util.values.mean()), float("nan"), 1, 0, True, None, np.zeros(0))
-        to = SignFlipResult(float(orac.values.mean()), float("nan"), 1, 0, True, None, np.zeros(0))
-        return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
-    iv = cluster_bootstrap(stack, n_resamples=n_resamples, level=level, rng=derive_seed(seed, "bootstrap", index))
-    tu = sign_flip_test(util.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-u", index))
-    to = sign_flip_test(orac.values, n_resamples=n_resamples, rng=derive_seed(seed, "signflip-o", index))
+         n_changed: int, n_decisions: int, *,
+         inference: tuple[BootstrapResult, SignFlipResult, SignFlipResult]) -> CellSummary:
+    iv, tu, to = inference
     return CellSummary(cell, migration, action.name, action, util, orac, iv, tu, to, n_decisions, n_changed)
+
+
+def _inference(stacks: list[np.ndarray], seed: int, n_resamples: int,
+               level: float) -> list[tuple[BootstrapResult, SignFlipResult, SignFlipResult]]:
+    """Every row's paired (action, ΔU, ΔO) interval and ΔU / ΔO sign-flip tests, all from one set of shared
+    resamples (:func:`~replaylens.inference.shared_bootstrap`; docs/decisions.md, issue 27)."""
+    if not stacks:
+        return []
+    if stacks[0].shape[0] < 2:  # one stream: no cluster inference is possible; report NaN intervals
+        out = []
+        for stack in stacks:
+            nan3 = np.full(3, np.nan)
+            iv = BootstrapResult(stack.mean(0), nan3, nan3, level, 1, 0, "none (one stream)", None,
+                                 np.zeros((0, 3)), nan3)
+            tu = SignFlipResult(float(stack[0, 1]), float("nan"), 1, 0, True, None, np.zeros(0))
+            to = SignFlipResult(float(stack[0, 2]), float("nan"), 1, 0, True, None, np.zeros(0))
+            out.append((iv, tu, to))
+        return out
+    values = np.hstack(stacks)
+    threads = _statistics_threads()
+    ivs = shared_bootstrap(values, n_resamples=n_resamples, level=level, seed=seed, groups=[3] * len(stacks),
+                           threads=threads)
+    tests = shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=n_resamples, seed=seed,
+                                   threads=threads)
+    return [(iv, tests[2 * r], tests[2 * r + 1]) for r, iv in enumerate(ivs)]
 
 
 def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent,
@@ -252,8 +266,8 @@ def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator
 
 
 def _statistics_threads() -> int:
-    """Rows whose statistics run at once: their draws come from per-row seeds, so the bytes do not depend
-    on it; numpy's generators and scipy's sparse products release the GIL while they work."""
+    """Threads for the shared resamples' blocks: each block draws from its own named seed, so the bytes do not
+    depend on it; numpy's generators and BLAS release the GIL while they work."""
     return max(1, min(4, os.cpu_count() or 1))
 
 
@@ -270,7 +284,8 @@ def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: R
 def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
     """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps).
 
-    The rows' intervals and tests run in a few threads (each row keeps its own seeds)."""
+    Every row's interval and tests come from one set of resamples shared by all rows (paired across rows),
+    drawn in blocks on a few threads."""
     pending: list[tuple[Any, ...]] = []
     plan = d.plan
     has_maps = len(plan.maps) > 1
@@ -287,7 +302,7 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         base = d.actions[0, 0][None] if cell.baseline == "identity" else d.actions[0][sel]
         changed = d.actions[c][sel] != base
         pending.append((d, cell.name, f"{cell.migration} ({cell.name})", action, util, orac, int(changed.sum()),
-                        int(changed.size), seed, n_resamples, level, c))
+                        int(changed.size)))
     if has_maps:
         act = a_rekey(d)
         du = delta(d, "U", "aligned")
@@ -295,9 +310,7 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         orac = delta(d, "O", "aligned")
         changed = d.actions[0][1:] != d.actions[0][:1]
         pending.append((d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
-                        int(changed.size), seed, n_resamples, level, len(plan.cells)))
-    workers = min(_statistics_threads(), len(pending))
-    if workers <= 1:
-        return [_row(*args) for args in pending]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-stats") as pool:
-        return list(pool.map(lambda args: _row(*args), pending))
+                        int(changed.size)))
+    stats = _inference([np.column_stack([p[3].values, p[4].values, p[5].values]) for p in pending], seed,
+                       n_resamples, level)
+    return [_row(*p, inference=inference) for p, inference in zip(pending, stats, strict=True)]

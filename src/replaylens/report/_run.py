@@ -186,7 +186,8 @@ def _manifest(result: AuditResult, history: History, futures: FutureTasks, evalu
                        arguments=arguments, inputs=files, agent=dict(agent.spec) or {"name": agent.name},
                        plan=plan.to_dict(),
                        seeds={"root": result.seed, "slot_draws": [d.to_dict() for d in plan.draws],
-                              "bootstrap": f"SeedSequence([{result.seed}, 'bootstrap', cell])"},
+                              "bootstrap": f"SeedSequence([{result.seed}, 'audit-bootstrap', block])",
+                              "signflip": f"SeedSequence([{result.seed}, 'audit-signflip', block])"},
                        packages=package_versions())
 
 

@@ -1,0 +1,235 @@
+"""Shared resamples for many paired statistics at once: the audit's statistics (issue 27).
+
+:func:`cluster_bootstrap` and :func:`sign_flip_test` draw their own resamples for every call and add in
+cluster order (byte-exact, BLAS-free); the paper wing keeps them.  An audit asks the same question of
+every summary row (a percentile interval for 3 columns, a sign-flip test for 2 of them) over the same
+clusters, so here **one** set of draws serves every row and column:
+
+* **bootstrap** -- each draw resamples ``n`` clusters with replacement: cluster indices exactly uniform on
+  ``[0, n)`` (``Generator.integers(0, n)``: Lemire's multiply-shift with rejection on the
+  generator's 32-bit words, no modulo bias), turned into per-cluster counts by one ``np.bincount`` per
+  draw (cache-sized), then one matrix product
+  ``counts (draws x n) @ centred values (n x K)`` gives every column's resampled mean;
+* **sign flips** -- each draw takes ``ceil(n / 64)`` raw 64-bit words: bit ``b`` of word ``w`` (least
+  significant first) flips cluster ``64 w + b`` (bit set: sign -1); one product ``signs @ values``.
+  Exact enumeration for tiny ``n`` is delegated to :func:`sign_flip_test`, as it decides.
+
+Draws come in blocks of :data:`BLOCK` draws; block ``i`` draws from its own Generator
+``derive_seed(seed, "audit-bootstrap" | "audit-signflip", i)``, so blocks may run on any number of threads.
+
+Reproducibility (weaker than the reference's, and stated): a BLAS product does not add in a fixed order.
+On one installation the bytes depend only on ``seed``, ``n_resamples`` and the values' shape: not on the
+number of threads here or inside BLAS (OpenBLAS splits a product by rows and columns of the result, never
+along the summed clusters) nor on the replay backend.  Across BLAS builds or CPU kernels every resampled
+mean agrees to about 1e-15 relative; the draws (counts, signs) are the same bytes everywhere.  Marginally
+each column is the same percentile bootstrap and Monte Carlo sign-flip test as the reference's (see
+docs/decisions.md, "Audit statistics: shared resamples (issue 27)").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+
+from replaylens.rng import derive_seed
+
+from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
+from ._results import BootstrapResult, SignFlipResult
+from ._signflip import _MAX_EXACT, sign_flip_test
+
+__all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests"]
+
+#: draws per block (one Generator each); fixed, so the bytes never depend on the thread count
+BLOCK = 256
+#: at most this many (draw, cluster) float64 cells per matrix product (8 MB, cache-sized; a function of ``n`` only)
+_MAX_CELLS = 1 << 20
+#: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
+_SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
+
+
+def _threads(threads: int | None) -> int:
+    if threads is None:
+        return max(1, min(4, os.cpu_count() or 1))
+    return _check_int(threads, "threads", "shared resampling", 1)
+
+
+def _seed(seed: int, func: str) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise _param_error(func, "seed", "a non-negative int (the recorded seed)", repr(seed))
+    return int(seed)
+
+
+def _rows_per_product(n: int) -> int:
+    return max(1, min(BLOCK, _MAX_CELLS // n))
+
+
+def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray) -> None:
+    """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
+
+    The indices are ``Generator.integers(0, n, dtype=int64)``, which for ``n <= 2**32`` is Lemire's
+    multiply-shift on the PCG64's 32-bit words (low half of each 64-bit output first) with rejection
+    below ``2**32 mod n`` (the draws of ``dtype=uint32``, already as bincount's int64), so every cluster
+    has exactly ``floor(2**32 / n)`` accepted words; drawn draw after draw, so the products' row split
+    (a function of ``n``) does not change them.
+    """
+    n = centered.shape[0]
+    rows = _rows_per_product(n)
+    gen = np.random.default_rng(derive_seed(seed, "audit-bootstrap", block))
+    counts = np.empty((min(rows, draws), n), dtype=np.float64)
+    for r0 in range(0, draws, rows):
+        c = min(rows, draws - r0)
+        index = gen.integers(0, n, size=(c, n), dtype=np.int64)
+        for i in range(c):
+            counts[i] = np.bincount(index[i], minlength=n)
+        np.matmul(counts[:c], centered, out=out[r0 : r0 + c])
+    out /= n
+
+
+def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray) -> None:
+    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``)."""
+    width = padded.shape[0] // 64  # raw words per sign vector
+    rows = _rows_per_product(padded.shape[0])
+    bg = np.random.default_rng(derive_seed(seed, "audit-signflip", block)).bit_generator
+    for r0 in range(0, draws, rows):
+        c = min(rows, draws - r0)
+        raw = bg.random_raw(c * width).astype("<u8", copy=False)
+        signs = _SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
+        np.matmul(signs, padded, out=out[r0 : r0 + c])
+    out /= n
+
+
+def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) -> None:
+    """``block(b)`` for every block of the ``n_resamples`` draws, on up to ``threads`` threads (numpy's
+    generators and BLAS release the GIL; each block writes its own rows, so the order does not matter).
+
+    BLAS is held to one thread meanwhile where ``threadpoolctl`` is installed (the blocks are the
+    parallel work; BLAS threads on top of them only contend); the bytes are the same either way.
+    """
+    blocks = range(math.ceil(n_resamples / BLOCK))
+    workers = min(threads, len(blocks))
+    with contextlib.ExitStack() as stack:
+        try:
+            tpc = importlib.import_module("threadpoolctl")
+        except ImportError:
+            pass
+        else:
+            stack.enter_context(tpc.threadpool_limits(limits=1, user_api="blas"))
+        if workers <= 1:
+            for b in blocks:
+                block(b)
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-shared") as pool:
+            for _ in pool.map(block, blocks):
+                pass
+
+
+def _groups(groups: Sequence[int] | None, k: int, func: str) -> list[tuple[int, int]]:
+    sizes = [k] if groups is None else [_check_int(g, "groups", func, 1) for g in groups]
+    if sum(sizes) != k:
+        raise _param_error(func, "groups", f"column counts adding up to the {k} columns", repr(list(sizes)))
+    ends = np.cumsum([0, *sizes]).tolist()
+    return list(itertools.pairwise(ends))
+
+
+def shared_bootstrap(
+    values: npt.ArrayLike,
+    *,
+    n_resamples: int = 20_000,
+    level: float = 0.95,
+    seed: int,
+    groups: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> list[BootstrapResult]:
+    """Percentile bootstrap intervals of the column means of ``values`` ``(n, K)``, all columns from the
+    same resampled clusters (one draw = one multinomial count vector), one result per group of
+    consecutive columns (``groups``: column counts; default one group of all ``K``).
+
+    Each result is what :func:`cluster_bootstrap` reports (estimate, percentile interval, standard error,
+    ``method="percentile"``, the ``(B, k)`` distribution: a slice of the shared ``(B, K)`` matrix), from
+    the shared draws of ``seed`` instead of a Generator of its own.  ``threads``: blocks run at once
+    (default ``min(4, cpu_count)``; the bytes do not depend on it).
+    """
+    func = "shared_bootstrap"
+    n_resamples = _check_int(n_resamples, "n_resamples", func, 1)
+    level = _check_level(level, "level", func)
+    seed = _seed(seed, func)
+    arr = _as_values(values, func, allow_2d=True)
+    v = arr.reshape(arr.shape[0], -1)
+    n, k = v.shape
+    spans = _groups(groups, k, func)
+    if n >= 1 << 32:
+        raise _param_error(func, "values", "fewer than 2**32 clusters", str(n))
+    pivot = _column_means(v)  # as cluster_bootstrap: centre on the correctly rounded mean, refine it
+    centered = np.ascontiguousarray(v - pivot)
+    estimate = pivot + _column_means(centered)
+    deviation = np.empty((n_resamples, k), dtype=np.float64)
+
+    def block(b: int) -> None:
+        r0 = b * BLOCK
+        _bootstrap_block(seed, b, centered, min(BLOCK, n_resamples - r0), deviation[r0 : r0 + BLOCK])
+
+    _run_blocks(block, n_resamples, _threads(threads))
+    distribution = pivot + deviation
+    tail = (1.0 - level) / 2.0
+    bounds = np.array([np.quantile(np.ascontiguousarray(distribution[:, j]), [tail, 1.0 - tail]) for j in range(k)])
+    se = np.array([float(np.std(np.ascontiguousarray(deviation[:, j]), ddof=1)) if n_resamples > 1 else math.nan
+                   for j in range(k)])
+    return [
+        BootstrapResult(
+            estimate=estimate[a:b].copy(), low=bounds[a:b, 0].copy(), high=bounds[a:b, 1].copy(), level=level,
+            n_clusters=n, n_resamples=n_resamples, method="percentile", seed=seed,
+            distribution=distribution[:, a:b], standard_error=se[a:b].copy(),
+        )
+        for a, b in spans
+    ]
+
+
+def shared_sign_flip_tests(
+    values: npt.ArrayLike,
+    *,
+    n_resamples: int = 20_000,
+    seed: int,
+    threads: int | None = None,
+) -> list[SignFlipResult]:
+    """Two-sided sign-flip tests of every column of ``values`` ``(n, K)``, all from the same sign vectors.
+
+    Statistic, tolerance and p-value are :func:`sign_flip_test`'s (Monte Carlo:
+    ``p = (count + 1) / (n_resamples + 1)``).  When it would enumerate all ``2**n`` sign vectors
+    (``2**n <= n_resamples``), every column is delegated to it, so tiny ``n`` stays exact.  ``threads``:
+    as in :func:`shared_bootstrap`.
+    """
+    func = "shared_sign_flip_tests"
+    n_resamples = _check_int(n_resamples, "n_resamples", func, 1)
+    seed = _seed(seed, func)
+    arr = _as_values(values, func, allow_2d=True)
+    v = arr.reshape(arr.shape[0], -1)
+    n, k = v.shape
+    if n <= _MAX_EXACT and (1 << n) <= n_resamples:
+        return [sign_flip_test(v[:, j], n_resamples=n_resamples, rng=seed) for j in range(k)]
+    padded = np.zeros((64 * math.ceil(n / 64), k), dtype=np.float64)
+    padded[:n] = v  # the bits past n multiply zeros
+    null = np.empty((n_resamples, k), dtype=np.float64)
+
+    def block(b: int) -> None:
+        r0 = b * BLOCK
+        _signflip_block(seed, b, padded, n, min(BLOCK, n_resamples - r0), null[r0 : r0 + BLOCK])
+
+    _run_blocks(block, n_resamples, _threads(threads))
+    statistic = _column_means(v)
+    out = []
+    for j in range(k):
+        tol = 1e-12 * max(1.0, float(np.max(np.abs(v[:, j]))))
+        col = null[:, j]
+        count = int(np.count_nonzero(np.abs(col) >= abs(float(statistic[j])) - tol))
+        out.append(SignFlipResult(statistic=float(statistic[j]), pvalue=(count + 1) / (n_resamples + 1),
+                                  n_clusters=n, n_resamples=n_resamples, exact=False, seed=seed,
+                                  null_distribution=col))
+    return out

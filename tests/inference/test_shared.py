@@ -1,0 +1,230 @@
+"""The audit's shared resamples (issue 27) against the reference cluster_bootstrap / sign_flip_test.
+
+The shared scheme draws differently (its own named block seeds, Lemire indices, 64 sign bits per word), so
+it is compared with the reference *in distribution*, at a fixed seed, within Monte Carlo bounds derived
+here (not tuned): with ``B`` draws on each side, an empirical ``p``-quantile of one distribution falls at
+reference-CDF level ``p ± z·sqrt(2 p (1 - p) / B)`` (the sum of two independent binomial errors), and a
+Monte Carlo p-value differs from another by at most ``z·sqrt(2 p (1 - p) / B)`` (+ the ``1 / (B + 1)`` of
+each estimator); ``z = 5`` keeps the whole file's false-alarm rate below 1e-4.  The two-sample KS bound is
+``c(α)·sqrt(2 / B)`` with ``c(α) = sqrt(-ln(α / 2) / 2)`` at ``α = 1e-4``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+
+from replaylens.errors import ConfigError
+from replaylens.inference import cluster_bootstrap, shared_bootstrap, shared_sign_flip_tests, sign_flip_test
+from replaylens.rng import derive_seed
+
+shared = importlib.import_module("replaylens.inference._shared")
+
+B = 20_000
+Z = 5.0
+ALPHA = 1e-4
+
+
+def _data(n: int = 300, seed: int = 11) -> np.ndarray:
+    """Skewed, symmetric and shifted columns (an action share, a utility contrast, an oracle contrast)."""
+    rng = np.random.default_rng(seed)
+    return np.c_[rng.binomial(12, 0.2, n) / 12, rng.exponential(0.3, n) - 0.25, rng.normal(0.03, 0.4, n)]
+
+
+def _ks(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic."""
+    grid = np.sort(np.concatenate([a, b]))
+    fa = np.searchsorted(np.sort(a), grid, side="right") / a.size
+    fb = np.searchsorted(np.sort(b), grid, side="right") / b.size
+    return float(np.max(np.abs(fa - fb)))
+
+
+KS_BOUND = math.sqrt(-math.log(ALPHA / 2) / 2) * math.sqrt(2 / B)
+
+
+# ------------------------------------------------------------------------ distribution against the reference
+
+
+def test_bootstrap_distribution_matches_the_reference() -> None:
+    v = _data()
+    new = shared_bootstrap(v, n_resamples=B, seed=7, threads=2)[0]
+    ref = cluster_bootstrap(v, n_resamples=B, rng=7)
+    assert np.asarray(new.estimate).tobytes() == np.asarray(ref.estimate).tobytes()  # same estimator
+    assert new.method == ref.method == "percentile" and new.n_resamples == ref.n_resamples == B
+    for j in range(3):
+        a, r = new.distribution[:, j], np.sort(ref.distribution[:, j])
+        for p in (0.025, 0.1, 0.5, 0.9, 0.975):
+            level = np.searchsorted(r, np.quantile(a, p), side="right") / B  # reference CDF at our quantile
+            assert abs(level - p) <= Z * math.sqrt(2 * p * (1 - p) / B) + 1 / B, (j, p, level)
+        assert _ks(a, r) <= KS_BOUND, j
+        # the standard errors: relative MC error of a sample SD is about 1/sqrt(2B) on each side
+        se_new, se_ref = float(np.asarray(new.standard_error)[j]), float(np.asarray(ref.standard_error)[j])
+        assert abs(se_new / se_ref - 1) <= Z * math.sqrt(2 / (2 * B)), j
+
+
+def test_sign_flip_null_and_pvalues_match_the_reference() -> None:
+    v = _data(400, seed=3)
+    cols = [v[:, 1], v[:, 2], v[:, 2] - 0.035]  # p-values near 0.06, 0.09 and 0.98
+    new = shared_sign_flip_tests(np.column_stack(cols), n_resamples=B, seed=5, threads=2)
+    for j, col in enumerate(cols):
+        ref = sign_flip_test(col, n_resamples=B, rng=derive_seed(5, "ref", j))
+        assert not new[j].exact and new[j].n_resamples == B
+        assert new[j].statistic == ref.statistic
+        p = (new[j].pvalue + ref.pvalue) / 2
+        assert abs(new[j].pvalue - ref.pvalue) <= Z * math.sqrt(2 * p * (1 - p) / B) + 2 / (B + 1), j
+        assert _ks(new[j].null_distribution, ref.null_distribution) <= KS_BOUND, j
+
+
+def test_tiny_n_is_delegated_to_exact_enumeration() -> None:
+    v = _data(10, seed=4)[:, 1:]
+    new = shared_sign_flip_tests(v, n_resamples=2_000, seed=1)
+    for j in range(2):
+        ref = sign_flip_test(v[:, j], n_resamples=2_000, rng=1)
+        assert new[j].exact and ref.exact and new[j].pvalue == ref.pvalue
+        assert new[j].null_distribution.tobytes() == ref.null_distribution.tobytes()
+    assert not shared_sign_flip_tests(v, n_resamples=1_000, seed=1)[0].exact  # 2**10 > 1000: Monte Carlo
+
+
+# ------------------------------------------------------------------------------------- the draws themselves
+
+
+def _lemire(raw: np.ndarray, n: int) -> np.ndarray:
+    """Reference: Lemire's multiply-shift with rejection on the 32-bit words of raw 64-bit outputs (low half
+    first): ``(w * n) >> 32`` of every word whose low half ``(w * n) mod 2**32`` is ``>= 2**32 mod n``."""
+    words = np.stack([raw & 0xFFFFFFFF, raw >> 32], axis=1).reshape(-1)
+    prod = words * np.uint64(n)
+    return (prod >> 32)[(prod & 0xFFFFFFFF) >= (1 << 32) % n]
+
+
+def test_lemire_rejection_leaves_every_index_one_word() -> None:
+    # n = 3 * 2**30: w * n / 2**32 = 3w/4, so words 4j, 4j+1, 4j+2, 4j+3 give indices 3j, 3j, 3j+1, 3j+2 with
+    # low halves 0, 3*2**30, 2**31, 2**30; the threshold 2**32 mod n = 2**30 rejects exactly the words 4j
+    n = 3 * 2**30
+    raw = np.arange(0, 4000, 2, dtype=np.uint64) | (np.arange(1, 4000, 2, dtype=np.uint64) << np.uint64(32))
+    assert _lemire(raw, n).tolist() == list(range(3000))
+
+
+@pytest.mark.parametrize("n", [7, 50_000, 3 * 2**30])
+def test_index_draws_are_lemire_on_the_generators_words(n: int) -> None:
+    """The draws of a block (``Generator.integers(0, n, dtype=int64)``) are the reference Lemire outputs of
+    the same PCG64's raw words, rejections included (a quarter of the words at n = 3 * 2**30)."""
+    m = 3 * 50_000
+    got = np.random.default_rng(9).integers(0, n, size=(3, m // 3), dtype=np.int64).reshape(-1)
+    assert got.tolist() == np.random.default_rng(9).integers(0, n, size=m, dtype=np.uint32).tolist()
+    ref = _lemire(np.random.default_rng(9).bit_generator.random_raw(m), n)  # 2m words, at most 1/4 rejected
+    assert got.tolist() == ref[:m].tolist()
+
+
+def test_index_draws_are_uniform_chi_square() -> None:
+    n, m = 5_000, 1_000_000
+    counts = np.bincount(np.random.default_rng(2).integers(0, n, size=m, dtype=np.uint32), minlength=n)
+    expected = m / n
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    df = n - 1
+    assert abs(chi2 - df) <= Z * math.sqrt(2 * df)  # chi-square(df) ~ N(df, 2 df) at this df
+
+
+def test_bootstrap_counts_are_the_documented_draws() -> None:
+    """Block 0's first draws, rebuilt from the documented spec (Lemire indices of the block's PCG64 words)."""
+    v = _data(70, seed=8)
+    got = shared_bootstrap(v, n_resamples=5, seed=4)[0]
+    index = _lemire(np.random.default_rng(derive_seed(4, "audit-bootstrap", 0)).bit_generator.random_raw(5 * 70), 70)
+    counts = np.array([np.bincount(index[70 * b : 70 * (b + 1)], minlength=70) for b in range(5)])
+    expect = counts @ (v - v.mean(0)) / 70 + v.mean(0)
+    assert np.allclose(got.distribution, expect, rtol=0, atol=1e-14)
+
+
+def test_sign_bits_are_the_documented_bits() -> None:
+    v = _data(70, seed=8)[:, 1:]
+    got = shared_sign_flip_tests(v, n_resamples=3, seed=4)
+    raw = np.random.PCG64(derive_seed(4, "audit-signflip", 0)).random_raw(3 * 2).reshape(3, 2)
+    bits = np.array([[(int(raw[b, c // 64]) >> (c % 64)) & 1 for c in range(70)] for b in range(3)])
+    expect = (1 - 2 * bits) @ v / 70
+    for j in range(2):
+        assert np.allclose(got[j].null_distribution, expect[:, j], rtol=0, atol=1e-15)
+
+
+# ------------------------------------------------------------------------------------------ reproducibility
+
+
+@pytest.mark.parametrize("n", [50, 1_000])
+def test_same_bytes_for_any_thread_count(n: int) -> None:
+    v = _data(n, seed=6)
+    runs = [shared_bootstrap(v, n_resamples=3 * shared.BLOCK + 17, seed=2, threads=t)[0] for t in (1, 2, 3)]
+    flips = [shared_sign_flip_tests(v, n_resamples=3 * shared.BLOCK + 17, seed=2, threads=t) for t in (1, 2, 3)]
+    for r in runs[1:]:
+        assert r.distribution.tobytes() == runs[0].distribution.tobytes()
+        assert np.asarray(r.low).tobytes() == np.asarray(runs[0].low).tobytes()
+    for f in flips[1:]:
+        assert [x.null_distribution.tobytes() for x in f] == [x.null_distribution.tobytes() for x in flips[0]]
+
+
+def test_same_bytes_for_any_blas_thread_count() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    v = _data(2_000, seed=6)
+    free = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        one = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
+    assert one == free
+
+
+def test_same_seed_same_bytes_and_another_seed_differs() -> None:
+    v = _data(200, seed=1)
+    a = shared_bootstrap(v, n_resamples=700, seed=3)[0]
+    b = shared_bootstrap(v, n_resamples=700, seed=3)[0]
+    c = shared_bootstrap(v, n_resamples=700, seed=4)[0]
+    assert a.distribution.tobytes() == b.distribution.tobytes() and a.seed == 3
+    assert a.distribution.tobytes() != c.distribution.tobytes()
+    fa = shared_sign_flip_tests(v, n_resamples=700, seed=3)
+    fb = shared_sign_flip_tests(v, n_resamples=700, seed=3)
+    assert [x.null_distribution.tobytes() for x in fa] == [x.null_distribution.tobytes() for x in fb]
+
+
+def test_draws_are_shared_by_every_column_and_group() -> None:
+    v = _data(500, seed=2)
+    both = np.c_[v, v[:, ::-1], v[:, :1]]
+    rows = shared_bootstrap(both, n_resamples=1_000, seed=8, groups=[3, 3, 1])
+    assert rows[0].distribution.shape == (1_000, 3) and rows[2].distribution.shape == (1_000, 1)
+    for j in range(3):
+        assert rows[1].distribution[:, 2 - j].tobytes() == rows[0].distribution[:, j].tobytes()
+    assert rows[2].distribution[:, 0].tobytes() == rows[0].distribution[:, 0].tobytes()
+    assert np.asarray(rows[1].low)[::-1].tobytes() == np.asarray(rows[0].low).tobytes()
+    flips = shared_sign_flip_tests(np.c_[v[:, 1], v[:, 2], v[:, 1]], n_resamples=1_000, seed=8)
+    assert flips[0].null_distribution.tobytes() == flips[2].null_distribution.tobytes()
+    assert flips[0].pvalue == flips[2].pvalue
+
+
+def test_results_are_read_only_and_validated() -> None:
+    r = shared_bootstrap(_data(30), n_resamples=50, seed=0)[0]
+    assert not r.distribution.flags.writeable and r.n_statistics == 3
+    assert r.column(1).distribution.shape == (50,)
+    with pytest.raises(ConfigError, match="groups"):
+        shared_bootstrap(_data(30), n_resamples=50, seed=0, groups=[2, 2])
+    with pytest.raises(ConfigError, match="seed"):
+        shared_bootstrap(_data(30), n_resamples=50, seed=-1)
+    with pytest.raises(ConfigError, match="n_resamples"):
+        shared_sign_flip_tests(_data(30), n_resamples=0, seed=0)
+
+
+def test_summarize_takes_every_row_from_the_shared_resamples() -> None:
+    from replaylens.agents import load_agent
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import replay
+    from replaylens.report import summarize
+
+    sub = make_bandit(n_streams=12, slots_per_block=5, n_future=2)
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"))
+    rows = summarize(dec, seed=3, n_resamples=999)
+    values = np.hstack([np.c_[r.action.values, r.utility.values, r.oracle.values] for r in rows])
+    ivs = shared_bootstrap(values, n_resamples=999, seed=3, groups=[3] * len(rows))
+    tests = shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=999, seed=3)
+    assert len(rows) > 1
+    for r, row in enumerate(rows):
+        assert row.interval.distribution.shape == (999, 3) and row.interval.n_resamples == 999
+        assert row.interval.distribution.tobytes() == ivs[r].distribution.tobytes()
+        assert row.utility_test.null_distribution.tobytes() == tests[2 * r].null_distribution.tobytes()
+        assert row.oracle_test.pvalue == tests[2 * r + 1].pvalue and not row.oracle_test.exact
+        assert set(row.to_dict()) >= {"action_ci", "delta_utility_ci", "delta_utility_p", "delta_oracle_p"}
