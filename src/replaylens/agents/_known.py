@@ -29,13 +29,18 @@ from ._ties import TieRule, choose, choose_batch, to_micro
 __all__ = [
     "BlockLinearWriter",
     "SupportLookup",
+    "RecordCells",
     "block_key_reduce",
     "block_key_sums",
+    "cell_reduce",
+    "cell_sums",
+    "first_positions",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
     "order_sensitive_agent",
     "query_values",
+    "record_cells",
     "relation_agent",
 ]
 
@@ -50,31 +55,87 @@ def _c(u: np.ndarray | float) -> np.ndarray:
     return np.where(np.isnan(x), 0.0, x)
 
 
+@dataclass(frozen=True, eq=False)
+class RecordCells:
+    """Where each visible record of a :class:`RecordBatch` lands in its (H, K, B, n) state array.
+
+    ``hi``/``ti`` are the (history, position) of the V records that some cut sees (valid and before
+    the last cut), in row-major order; ``cell`` their flat (history, segment, block, label) index and
+    ``hb`` their flat (history, block, label) index (the segment left out).
+    """
+
+    hi: np.ndarray
+    ti: np.ndarray
+    cell: np.ndarray
+    hb: np.ndarray
+    shape: tuple[int, int, int, int]
+
+    def subset(self, keep: np.ndarray) -> RecordCells:
+        """The records where ``keep`` (V,) is true."""
+        return RecordCells(self.hi[keep], self.ti[keep], self.cell[keep], self.hb[keep], self.shape)
+
+
+def _segments(cuts: np.ndarray, t_n: int) -> np.ndarray:
+    """(H, T): the first cut index k whose prefix contains position t (= ``RecordBatch.segments``)."""
+    t = np.arange(t_n)
+    seg = np.zeros((cuts.shape[0], t_n), dtype=np.int64)
+    for k in range(cuts.shape[1]):
+        seg += t[None, :] >= cuts[:, k : k + 1]
+    return seg
+
+
+def record_cells(records: RecordBatch, mask: np.ndarray | None = None) -> RecordCells:
+    """The visible records' cells (see :class:`RecordCells`), restricted to ``mask`` when given."""
+    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
+    t_n = records.keys.shape[1]
+    seg = _segments(records.cuts, t_n)
+    v = records.valid & (seg < k)
+    if mask is not None:
+        v &= mask
+    hi, ti = np.nonzero(v)
+    blk_key = records.blocks[hi, ti] * n + records.keys[hi, ti]
+    return RecordCells(hi, ti, (hi * k + seg[hi, ti]) * (b * n) + blk_key, hi * (b * n) + blk_key, (h, k, b, n))
+
+
+def cell_sums(cells: RecordCells, weights: np.ndarray | None = None) -> np.ndarray:
+    """Σ of ``weights`` (V,) (or the count, when None) per (history, cut, block, label): (H, K, B, n)."""
+    size = int(np.prod(cells.shape))
+    per = np.bincount(cells.cell, weights=weights, minlength=size).astype(np.float64, copy=False)
+    return np.cumsum(per.reshape(cells.shape), axis=1)
+
+
+def cell_reduce(cells: RecordCells, values: np.ndarray, ufunc: np.ufunc, fill: float) -> np.ndarray:
+    """Like :func:`cell_sums` for max/min (``ufunc`` = np.maximum or np.minimum), ``fill`` where empty."""
+    out = np.full(int(np.prod(cells.shape)), fill)
+    ufunc.at(out, cells.cell, values)
+    return ufunc.accumulate(out.reshape(cells.shape), axis=1)
+
+
+def first_positions(cells: RecordCells) -> np.ndarray:
+    """(H, B, n): the first position of each (history, block, label) among the visible records, inf if none.
+
+    At cut k the first position is this one when it lies before the cut, else there is none.
+    """
+    h, _k, b, n = cells.shape
+    out = np.full(h * b * n, np.inf)
+    np.minimum.at(out, cells.hb, cells.ti.astype(np.float64))
+    return out.reshape(h, b, n)
+
+
 def block_key_sums(records: RecordBatch, values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Σ of ``values`` over visible records per (history, cut, block, label): an (H, K, B, n) array.
 
     Entry [h, k] sums the positions t < cuts[h, k] (one bincount over segments, then a cumulative sum).
     """
-    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
-    v = records.valid if mask is None else records.valid & mask
-    seg = records.segments()
-    v = v & (seg < k)
-    idx = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
-    per_seg = np.bincount(idx[v], weights=values[v], minlength=h * k * b * n).reshape(h, k, b, n)
-    return np.cumsum(per_seg, axis=1)
+    cells = record_cells(records, mask)
+    return cell_sums(cells, np.asarray(values[cells.hi, cells.ti], dtype=np.float64))
 
 
 def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, fill: float,
                      mask: np.ndarray | None = None) -> np.ndarray:
     """Like :func:`block_key_sums` for max/min (``ufunc`` = np.maximum or np.minimum), ``fill`` where empty."""
-    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
-    v = records.valid if mask is None else records.valid & mask
-    seg = records.segments()
-    v = v & (seg < k)
-    idx = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
-    out = np.full(h * k * b * n, fill)
-    ufunc.at(out, idx[v], values[v])
-    return ufunc.accumulate(out.reshape(h, k, b, n), axis=1)
+    cells = record_cells(records, mask)
+    return cell_reduce(cells, np.asarray(values[cells.hi, cells.ti], dtype=np.float64), ufunc, fill)
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._known import block_key_reduce, block_key_sums, query_values
+from ._known import cell_reduce, cell_sums, first_positions, query_values, record_cells
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -91,21 +91,24 @@ class ReferenceRule:
         return menu[_pick(m, defined, score, count > 0, first)]
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
-        micro = to_micro(records.outcomes)
+        cells = record_cells(records)  # the visible records, located once for every statistic
+        micro = to_micro(records.outcomes[cells.hi, cells.ti])
         vis = ~np.isnan(micro)
-        t_idx = np.broadcast_to(np.arange(records.keys.shape[1], dtype=np.float64), micro.shape)
-        count = block_key_sums(records, np.ones_like(micro))
-        qc = query_values(count, queries)
-        qf = query_values(block_key_reduce(records, t_idx, np.minimum, np.inf), queries)
+        qc = query_values(cell_sums(cells), queries)
+        # first appearance before the cut: the first position overall, when it lies before the cut
+        first = first_positions(cells)[queries.row, queries.block]
+        first = np.take_along_axis(first, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
+        qf = np.where(first < records.cuts[queries.row, queries.cut][:, None], first, np.inf)
         if self.rule in ("count", "latest"):
             qn = qt = qb = np.zeros_like(qc)
-            ql = query_values(block_key_reduce(records, t_idx, np.maximum, -1.0), queries) \
+            ql = query_values(cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0), queries) \
                 if self.rule == "latest" else qc
         else:
-            qn = query_values(block_key_sums(records, vis.astype(np.float64)), queries)
-            qt = query_values(block_key_sums(records, np.where(vis, micro, 0.0)), queries)
-            qb = query_values(block_key_reduce(records, np.where(vis, micro, -np.inf), np.maximum, -np.inf, vis),
-                              queries) if self.rule == "best" else qc
+            seen = cells.subset(vis)
+            qn = query_values(cell_sums(seen), queries)
+            qt = query_values(cell_sums(cells, np.where(vis, micro, 0.0)), queries)
+            qb = query_values(cell_reduce(seen, micro[vis], np.maximum, -np.inf), queries) \
+                if self.rule == "best" else qc
             ql = qc
         pad = queries.menu < 0
         qc[pad] = 0

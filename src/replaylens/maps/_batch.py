@@ -1,9 +1,12 @@
 """σ for many streams at once: the per-stream draws of :func:`stream_perm`, laid out in one pass.
 
-Each (role, stream) keeps its own generator and draws its blocks in the same order as
-:func:`stream_perm`, so every row is the same permutation; what is batched is the bookkeeping (block
-positions found by one sort, one scatter for all streams) and roles that share a generator and a law
-(pair with value, by default) are drawn once.
+Each (role, stream) keeps its own generator ``derive_rng(seed, role, stream)`` and draws its blocks
+in the same order as :func:`stream_perm`, so every row is the same permutation.  What is batched:
+the block positions (one sort), the generators' seeding (one vectorized SeedSequence/PCG64 pass
+over all streams, :mod:`._pcg`) and the draws themselves (every generator advanced together, draw
+for draw as numpy's ``permutation``); roles that share a generator and a law (pair with value, by
+default) are drawn once.  A stream with a block longer than :data:`VEC_MAX_BLOCK` slots (or more
+than :data:`VEC_MAX_SLOTS` drawn slots) uses numpy's own generator, which is faster there.
 """
 
 from __future__ import annotations
@@ -12,12 +15,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..rng import derive_rng
+from ..rng import derive_rng, derive_seed, stable_int, stable_ints
+from ._pcg import VectorPCG64, pcg64_states, shuffle_draws
 from ._slots import SlotLaw, SlotSpec
 
-__all__ = ["stream_perms"]
+__all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "stream_perms"]
 
 _MAX_TRIES = 100_000
+VEC_MAX_BLOCK = 64
+"""Largest block drawn by the vectorized generators (longer blocks: numpy's generator per stream)."""
+VEC_MAX_SLOTS = 512
+"""Most drawn slots of one stream on the vectorized generators."""
 
 
 def _block_groups(block_local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,6 +59,43 @@ def _draw(law: SlotLaw, n: int, g: np.random.Generator) -> list[int] | None:
     return p
 
 
+def _place(local: np.ndarray, starts: np.ndarray, sizes: np.ndarray, perms: np.ndarray) -> None:
+    """``local[start + t] = start + perm[t]`` for every group's t < size."""
+    cols = np.arange(perms.shape[1])
+    inside = cols < sizes[:, None]
+    local[(starts[:, None] + cols)[inside]] = (starts[:, None] + perms)[inside]
+
+
+def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], name_ints: np.ndarray,
+                starts: np.ndarray, sizes: np.ndarray, row_of: np.ndarray, n_pos: int) -> np.ndarray:
+    """Group position -> its source position under one (seed, role, law) for every stream."""
+    local = np.arange(n_pos, dtype=np.int64)
+    if law is SlotLaw.IDENTITY:
+        return local
+    derive_seed(seed, gen_role)  # the seed is checked as derive_rng checks it
+    dq = np.flatnonzero(sizes > 1)  # groups that draw, ordered by stream then block
+    if not dq.size:
+        return local
+    g_rows, g_first, g_count = np.unique(row_of[dq], return_index=True, return_counts=True)
+    big = (np.maximum.reduceat(sizes[dq], g_first) > VEC_MAX_BLOCK) | \
+        (np.add.reduceat(sizes[dq], g_first) > VEC_MAX_SLOTS)
+    if not big.all():
+        small = np.flatnonzero(~big)
+        q_small = dq[np.repeat(~big, g_count)]
+        first = np.r_[0, np.cumsum(g_count[small])][:-1]
+        gen = VectorPCG64(*pcg64_states([seed, stable_int(gen_role)], name_ints[g_rows[small]]))
+        drawn = shuffle_draws(gen, first, first + g_count[small], sizes[q_small], law is SlotLaw.DERANGEMENT)
+        _place(local, starts[q_small], sizes[q_small], drawn)
+    for g in np.flatnonzero(big).tolist():  # a long stream: numpy's own generator, block by block
+        gr = derive_rng(seed, gen_role, names[int(g_rows[g])])
+        for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():
+            p = _draw(law, int(sizes[q]), gr)
+            if p is not None:
+                start = int(starts[q])
+                local[start : start + len(p)] = np.asarray(p, dtype=np.int64) + start
+    return local
+
+
 def stream_perms(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
                  block_local: np.ndarray) -> dict[str, np.ndarray]:
     """``role -> (S, T)`` source positions: row ``i`` is ``stream_perm(spec, role, streams[i], row_blocks)``
@@ -58,8 +103,7 @@ def stream_perms(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
     s_n, t_n = block_local.shape
     positions, starts, sizes = _block_groups(block_local)
     row_of = positions[starts] // t_n if starts.size else starts
-    bounds = np.searchsorted(row_of, np.arange(s_n + 1))
-    starts_l, sizes_l, bounds_l = starts.tolist(), sizes.tolist(), bounds.tolist()
+    name_ints: np.ndarray | None = None
     out: dict[str, np.ndarray] = {}
     done: dict[tuple[int, str, SlotLaw], np.ndarray] = {}
     for role in roles:
@@ -67,19 +111,13 @@ def stream_perms(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
         gen_role = "value" if (role == "pair" and spec.pair_shares_value) else role
         key = (seed, gen_role, law)
         if key not in done:
-            local: list[int] = list(range(positions.size))  # group position -> its source, identity by default
-            for i, name in enumerate(streams):
-                lo, hi = bounds_l[i], bounds_l[i + 1]
-                if law is SlotLaw.IDENTITY or all(sizes_l[q] <= 1 for q in range(lo, hi)):
-                    continue  # stream_perm draws nothing here
-                g = derive_rng(seed, gen_role, name)
-                for q in range(lo, hi):
-                    p = _draw(law, sizes_l[q], g)
-                    if p is not None:
-                        start = starts_l[q]
-                        local[start : start + len(p)] = [start + x for x in p]
+            if name_ints is None and law is not SlotLaw.IDENTITY:
+                name_ints = stable_ints(list(streams))
+            local = _role_local(seed, gen_role, law, streams,
+                                name_ints if name_ints is not None else np.zeros(0, dtype=np.uint64),
+                                starts, sizes, row_of, positions.size)
             perm = np.arange(s_n * t_n, dtype=np.int64)
-            perm[positions] = positions[np.array(local, dtype=np.int64)]
+            perm[positions] = positions[local]
             perm %= max(t_n, 1)  # flat source index -> position within its row (padding stays put)
             done[key] = perm.reshape(s_n, t_n)
         out[role] = done[key]

@@ -20,6 +20,7 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
+from ._layout import decision_query, query_layout, task_layout
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import combo_key, decision_seeds, query_seeds, task_keys
@@ -140,16 +141,22 @@ class _Shard:
     transforms: dict[tuple[int, int], TransformedBatch]
 
 
+def _padded(sds: Sequence[StreamData], values: list[np.ndarray], t_n: int, fill: float, dtype: Any) -> np.ndarray:
+    """Per-stream (T_i,) arrays as one (S, t_n) array, ``fill`` past each stream's end."""
+    lengths = np.array([v.shape[0] for v in values], dtype=np.int64)
+    out = np.full((len(sds), t_n), fill, dtype=dtype)
+    if values:
+        row = np.repeat(np.arange(len(sds)), lengths)
+        col = np.arange(int(lengths.sum())) - np.repeat(np.r_[0, np.cumsum(lengths)][:-1], lengths)
+        out[row, col] = np.concatenate(values)
+    return out
+
+
 def _shard(plan: ReplayPlan, sds: Sequence[StreamData]) -> _Shard:
-    s_n = len(sds)
     t_n = max(sd.length for sd in sds)
-    codes = np.full((s_n, t_n), -1, dtype=np.int64)
-    outs = np.full((s_n, t_n), np.nan)
-    blk = np.full((s_n, t_n), -1, dtype=np.int64)
-    for i, sd in enumerate(sds):
-        codes[i, : sd.length] = sd.codes
-        outs[i, : sd.length] = sd.outcomes
-        blk[i, : sd.length] = sd.block_local
+    codes = _padded(sds, [sd.codes for sd in sds], t_n, -1, np.int64)
+    outs = _padded(sds, [sd.outcomes for sd in sds], t_n, np.nan, np.float64)
+    blk = _padded(sds, [sd.block_local for sd in sds], t_n, -1, np.int64)
     ocodes, n_oc = outcome_codes(outs)
     maps = np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
@@ -286,47 +293,28 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     lengths = np.array([sd.length for sd in sds], dtype=np.int64)
     task_off = np.r_[0, np.cumsum(lengths)][:-1]
     tk = np.where(tasks >= 0, tasks + task_off[:, None, None, None], 0)
-    bg = np.zeros((s_n, t_n), dtype=np.int64)
-    for i, sd in enumerate(sds):
-        bg[i, : sd.length] = sd.block_global
-    k_max = max(sd.prefixes.shape[0] for sd in sds)
-    cuts = np.empty((s_n, k_max), dtype=np.int64)
-    for i, sd in enumerate(sds):
-        cuts[i] = np.r_[sd.prefixes, np.full(k_max - sd.prefixes.shape[0], sd.prefixes[-1])]
+    bg = _padded(sds, [sd.block_global for sd in sds], t_n, 0, np.int64)
+    # ---- tasks and queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant
+    # agent is asked one representative task per (prefix, stratum, menu) of each stream; others every task.
+    lay = task_layout(np.array([len(sd.futures) for sd in sds], dtype=np.int64),
+                      np.concatenate([sd.prefix for sd in sds]), np.concatenate([sd.stratum_code for sd in sds]),
+                      np.concatenate([sd.menus for sd in sds]), dedupe=agent.task_invariant and not agent.stochastic)
     keys_r = keys.reshape(shape)
+    task_names = np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds]).tolist()
     records = RecordBatch(
         keys=keys_r, outcomes=np.broadcast_to(outs[:, :, :, None, :], keys.shape).reshape(shape),
         blocks=np.repeat(bg, cdm, axis=0), tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
-        valid=keys_r >= 0, cuts=np.repeat(cuts, cdm, axis=0), labels=plan.labels, block_names=blocks,
-        task_names=tuple(str(x) for sd in sds for x in sd.history.task[sd.rows].tolist()))
-    # ---- queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant agent is
-    # asked one representative task per (prefix, stratum, menu) of each stream; others every task.
+        valid=keys_r >= 0, cuts=np.repeat(lay.cuts, cdm, axis=0), labels=plan.labels, block_names=blocks,
+        task_names=tuple(map(str, task_names)))
     maps = np.stack([m.array for m in plan.maps])
     inv = np.stack([m.inverse.array for m in plan.maps])
     menu_map = np.array([cell.menu_map for cell in plan.cells])
     cc, dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
-    dedupe = agent.task_invariant and not agent.stochastic
-    asked: list[np.ndarray] = []
-    expand: list[np.ndarray] = []
-    for sd in sds:
-        if dedupe:
-            ctx = np.column_stack([sd.prefix, sd.stratum_code, sd.menus])
-            _, first, back = np.unique(ctx, axis=0, return_index=True, return_inverse=True)
-            asked.append(first.astype(np.int64))
-            expand.append(back.reshape(-1).astype(np.int64))
-        else:
-            asked.append(np.arange(len(sd.futures), dtype=np.int64))
-            expand.append(np.arange(len(sd.futures), dtype=np.int64))
-    j_ns = np.array([a.shape[0] for a in asked], dtype=np.int64)
-    per = j_ns * p_n                                    # queries per (stream, cell, draw, map)
-    fut_off = np.r_[0, np.cumsum([len(sd.futures) for sd in sds])][:-1]
-    q_row = np.repeat(np.arange(s_n * cdm), np.repeat(per, cdm))
-    q_f = q_row % cdm                                   # (cell, draw, map) combination of each query
-    q_task = np.concatenate([np.tile(np.repeat(a + o, p_n), cdm) for a, o in zip(asked, fut_off, strict=True)])
-    all_cut = np.concatenate([np.searchsorted(sd.prefixes, sd.prefix) for sd in sds])
+    ql = query_layout(lay, cdm, p_n)
+    q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
+    q_row = q_stream * cdm + q_f
     all_block = np.concatenate([sd.stratum_code for sd in sds])
     all_menu = np.concatenate([sd.menus for sd in sds])
-    q_stream = np.repeat(np.arange(s_n), per * cdm)
     base_menu = all_menu[q_task]
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
@@ -336,8 +324,8 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
                        for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
     seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream, q_f, task_keys(future_names)[q_task],
-                        np.arange(q_task.shape[0]) % p_n)
-    queries = QueryBatch(row=q_row, cut=all_cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
+                        ql.repeat)
+    queries = QueryBatch(row=q_row, cut=lay.cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
                          stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names)
     with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):
         got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
@@ -349,14 +337,11 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
                          f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
     decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
-    results: list[np.ndarray] = []
-    start = 0
-    for j, back in zip(j_ns, expand, strict=True):
-        n = int(cdm * j * p_n)
-        blk = decoded[start:start + n].reshape(c_n, d_n, m_n, int(j), p_n).transpose(0, 2, 1, 4, 3)
-        results.append(np.ascontiguousarray(blk[..., back]))
-        start += n
-        tick(int(cdm * p_n * back.shape[0]))
+    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
+    flat = decoded[which]
+    results = [flat[lo:hi].reshape(c_n, m_n, d_n, p_n, j) for lo, hi, j in
+               zip(offsets[:-1].tolist(), offsets[1:].tolist(), lay.tasks_per_stream.tolist(), strict=True)]
+    tick(int(flat.shape[0]))
     return results
 
 

@@ -1,0 +1,76 @@
+"""The shard index arithmetic (:mod:`replaylens.replay._layout`) equals the per-stream loop it replaced."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replaylens.replay._layout import decision_query, query_layout, task_layout
+
+
+def _streams(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    out = []
+    for _ in range(draw(st.integers(1, 5))):
+        j = draw(st.integers(1, 7))
+        prefix = np.array(draw(st.lists(st.integers(0, 4), min_size=j, max_size=j)), dtype=np.int64)
+        stratum = np.array(draw(st.lists(st.integers(0, 2), min_size=j, max_size=j)), dtype=np.int64)
+        menus = np.array(draw(st.lists(st.lists(st.integers(-1, 2), min_size=2, max_size=2), min_size=j,
+                                       max_size=j)), dtype=np.int64)
+        out.append((prefix, stratum, menus))
+    return out
+
+
+@st.composite
+def shards(draw: st.DrawFn) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], bool, int, int]:
+    return _streams(draw), draw(st.booleans()), draw(st.integers(1, 3)), draw(st.integers(1, 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(shards())
+def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], bool, int, int]
+                                       ) -> None:
+    streams, dedupe, cdm, p_n = case
+    lay = task_layout(np.array([p.shape[0] for p, _, _ in streams]), np.concatenate([p for p, _, _ in streams]),
+                      np.concatenate([s for _, s, _ in streams]), np.concatenate([m for _, _, m in streams]),
+                      dedupe=dedupe)
+    ql = query_layout(lay, cdm, p_n)
+    # the loop of the earlier engine
+    k_max = max(np.unique(p).shape[0] for p, _, _ in streams)
+    q_task: list[np.ndarray] = []
+    off = 0
+    a_off = 0
+    for i, (prefix, stratum, menus) in enumerate(streams):
+        pre = np.unique(prefix)
+        assert lay.cuts[i].tolist() == np.r_[pre, np.full(k_max - pre.shape[0], pre[-1])].tolist()
+        assert lay.cut[off:off + prefix.shape[0]].tolist() == np.searchsorted(pre, prefix).tolist()
+        if dedupe:
+            _, first, back = np.unique(np.column_stack([prefix, stratum, menus]), axis=0, return_index=True,
+                                       return_inverse=True)
+        else:
+            first = back = np.arange(prefix.shape[0])
+        n_a = first.shape[0]
+        assert lay.asked[a_off:a_off + n_a].tolist() == (first + off).tolist()
+        assert lay.back[off:off + prefix.shape[0]].tolist() == back.reshape(-1).tolist()
+        q_task.append(np.tile(np.repeat(first + off, p_n), cdm))
+        off += prefix.shape[0]
+        a_off += n_a
+    assert ql.task.tolist() == np.concatenate(q_task).tolist()
+    assert ql.repeat.tolist() == (np.arange(ql.task.shape[0]) % p_n).tolist()
+    # every decision's query reads its own task, combination and repeat
+    c_n, d_n, m_n = cdm, 1, 1
+    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
+    first_task = 0
+    for i, (prefix, _, _) in enumerate(streams):
+        j = prefix.shape[0]
+        q = which[offsets[i]:offsets[i + 1]].reshape(c_n, m_n, d_n, p_n, j)
+        assert (ql.stream[q] == i).all()
+        assert (ql.combo[q] == np.arange(c_n)[:, None, None, None, None]).all()
+        assert (ql.repeat[q] == np.arange(p_n)[:, None]).all()
+        asked = ql.task[q]
+        ctx = np.column_stack([streams[i][0], streams[i][1], streams[i][2]])
+        if dedupe:  # the asked task has the same (prefix, stratum, menu)
+            assert (ctx[asked - first_task] == ctx[None, None, None, None]).all()
+        else:
+            assert (asked == first_task + np.arange(j)).all()
+        first_task += j
