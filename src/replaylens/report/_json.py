@@ -1,10 +1,10 @@
 """Indented JSON text for result files, fast for long arrays of numbers (summary.json's per-stream values).
 
 :func:`dumps_indented` gives exactly ``json.dumps(obj, indent=2, allow_nan=False)``: the standard encoder
-runs on a copy of ``obj`` whose long lists of floats (or ``None``) are stand-in strings, and each stand-in is
-then replaced by its list laid out as the encoder lays out lists at that depth (``float.__repr__`` for each
-number, ``null`` for ``None``, as the C encoder writes them).  With ``indent`` set, the standard library encodes in pure Python, element by
-element; this keeps that cost for the small part of the document.
+runs on a copy of ``obj`` whose long lists of floats (or ``None``) are stand-in strings, and each stand-in
+is then replaced by its list as the C encoder writes it (``float.__repr__`` for each number, ``null`` for
+``None``), laid out as the indenting encoder lays out lists at that depth.  With ``indent`` set, the
+standard library encodes in pure Python, element by element; this keeps that cost for the small part.
 """
 
 from __future__ import annotations
