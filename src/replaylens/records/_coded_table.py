@@ -65,3 +65,29 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
 
     def __len__(self) -> int:
         return int(self._g_stream.size)
+
+    def first_uncovered(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> tuple[int, str | None]:
+        """The first task (``pairs[i]`` = (stream, task), menu ``menus[i]``) without a row (``(i, None)``) or
+        with a menu action the row lacks (``(i, action)``, the first such action in menu order); ``(-1, None)``
+        when every task is covered."""
+        n = len(pairs)
+        index = self._index
+        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
+        k_pos = {k: j for j, k in enumerate(self._keys)}
+        menu_id: dict[tuple[str, ...], int] = {}
+        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
+        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
+        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
+        width = len(self._keys) + 1
+        task_of = np.repeat(np.arange(n, dtype=np.int64), lens)
+        want = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        ok = (want >= 0) & np.isin(g[task_of] * width + want, have)
+        bad = np.r_[np.flatnonzero(g < 0), task_of[~ok & (g[task_of] >= 0)]]
+        if bad.size == 0:
+            return -1, None
+        i = int(bad.min())
+        if g[i] < 0:
+            return i, None
+        row = self._row(int(g[i]))
+        return i, next(a for a in menus[i] if a not in row)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ._coded_table import CodedTable
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
 
@@ -432,7 +433,14 @@ class Evaluator:
 
     def check_covers(self, futures: FutureTasks) -> None:
         """Raise InputError unless every menu action of every future task has a utility."""
-        for i, t in enumerate(futures.tasks):
+        if isinstance(self.table, CodedTable):  # on codes: only the first uncovered task is looked at
+            i, _ = self.table.first_uncovered([(t.stream, t.task) for t in futures.tasks],
+                                                   [t.menu for t in futures.tasks])
+            tasks: Sequence[FutureTask] = () if i < 0 else (futures.tasks[i],)
+            first = max(i, 0)
+        else:
+            tasks, first = futures.tasks, 0
+        for i, t in enumerate(tasks, start=first):
             row = self.table.get((t.stream, t.task))
             if row is None:
                 raise InputError(self.source, None, "task",
