@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ._coded_table import CodedTable
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
 
@@ -32,9 +33,25 @@ def block_name(family: str, context: str) -> str:
 
 def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype.kind == "U":
-        return values.copy()  # already fixed-width text: no per-element Python objects
+        return values  # already fixed-width text: no per-element Python objects (the history keeps a copy)
     arr = np.asarray(list(values), dtype=object)
     return arr.astype(str) if arr.size else np.zeros(0, dtype="<U1")
+
+
+def _joined_text(col: np.ndarray) -> bytes:
+    """``"\\x1f".join(col.tolist()).encode()`` of a text column; for ASCII fixed-width text, built from the
+    array's code points at once (no per-value ``str``)."""
+    if col.dtype.kind != "U" or col.size == 0 or col.dtype.itemsize == 0:
+        return "\x1f".join(col.tolist()).encode()
+    width = col.dtype.itemsize // 4
+    points = np.ascontiguousarray(col).view(np.uint32).reshape(col.size, width)
+    if points.max(initial=0) >= 128:
+        return "\x1f".join(col.tolist()).encode()
+    buf = np.full((col.size, width + 1), 0x1F, dtype=np.uint8)
+    buf[:, :width] = points
+    keep = np.arange(width + 1) < np.char.str_len(col)[:, None]   # the text; trailing NULs are not text
+    keep[:-1, width] = True                                        # a separator after every value but the last
+    return bytes(buf[keep])
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +186,12 @@ class History:
         if eid.shape != (n,) or meta.shape != (n,):
             raise InputError(source, None, "event_id" if eid.shape != (n,) else "metadata", f"expected {n} values")
         # stream order = first appearance; canonical sort = (stream order, slot)
-        order_streams = tuple(dict.fromkeys(st.tolist()))
-        rank = {s: i for i, s in enumerate(order_streams)}
-        srank = np.fromiter((rank[s] for s in st.tolist()), dtype=np.int64, count=n)
+        uniq, first, inverse = np.unique(st, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")
+        order_streams = tuple(uniq[by_first].tolist())
+        rank = np.empty(by_first.size, dtype=np.int64)
+        rank[by_first] = np.arange(by_first.size)
+        srank = rank[inverse.reshape(-1)]
         perm = np.lexsort((sl_i, srank))
         # duplicate (stream, slot)
         s2, l2 = srank[perm], sl_i[perm]
@@ -185,6 +205,12 @@ class History:
             if k in seen:
                 raise lin.err(j, "event_id", f"duplicate event_id {k[1]!r} in stream {k[0]!r}")
             seen[k] = j
+        if bool((perm == np.arange(n)).all()):   # already in canonical order: copies, not gathers
+            return cls(
+                stream=st.copy(), family=fam.copy(), context=ctx.copy(), slot=sl_i.copy(), task=tk.copy(),
+                key=ky.copy(), outcome=y.copy(), event_time=et.copy(), event_id=eid.copy(), metadata=meta.copy(),
+                source=source, _stream_order=order_streams,
+            )
         return cls(
             stream=st[perm], family=fam[perm], context=ctx[perm], slot=sl_i[perm], task=tk[perm], key=ky[perm],
             outcome=y[perm], event_time=et[perm], event_id=eid[perm], metadata=meta[perm], source=source,
@@ -259,8 +285,7 @@ class History:
         h = hashlib.sha256()
         for name, col in self.to_columns().items():
             h.update(name.encode())
-            h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else
-                     "\x1f".join(col.tolist()).encode())
+            h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else _joined_text(col))
         return h.hexdigest()
 
     def equals(self, other: History) -> bool:
@@ -346,8 +371,30 @@ class FutureTasks:
         return pd.DataFrame([future_dict(t) for t in self.tasks])
 
     def fingerprint(self) -> str:
-        payload = json.dumps([future_dict(t) for t in self.tasks], sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode()).hexdigest()
+        """sha256 of ``json.dumps([future_dict(t) for t in tasks], sort_keys=True)`` (compact), the same bytes
+        laid out a task at a time from the JSON of each distinct text and menu."""
+        memo: dict[Any, str] = {}
+
+        def js(x: Any) -> str:
+            r = memo.get(x)
+            if r is None:
+                r = memo[x] = json.dumps(list(x) if isinstance(x, tuple) else x, separators=(",", ":"))
+            return r
+
+        h = hashlib.sha256(b"[")
+        parts: list[str] = []
+        for t in self.tasks:
+            if t.metadata is not None:
+                parts.append(json.dumps(future_dict(t), sort_keys=True, separators=(",", ":")))
+                continue
+            feeds = "" if t.feeds is None else f'"feeds_context":{js(t.feeds[1])},"feeds_family":{js(t.feeds[0])},'
+            parts.append(f'{{"context":{js(t.context)},"family":{js(t.family)},{feeds}"menu":{js(t.menu)},'
+                         f'"stream":{js(t.stream)},"task":{js(t.task)}}}')
+            if len(parts) >= 65536:
+                h.update(",".join(parts).encode() + b",")
+                parts.clear()
+        h.update(",".join(parts).encode() + b"]")
+        return h.hexdigest()
 
     def __repr__(self) -> str:
         return f"FutureTasks(tasks={len(self)}, streams={len(self.streams)}, strata={len(self.strata)})"
@@ -386,7 +433,14 @@ class Evaluator:
 
     def check_covers(self, futures: FutureTasks) -> None:
         """Raise InputError unless every menu action of every future task has a utility."""
-        for i, t in enumerate(futures.tasks):
+        if isinstance(self.table, CodedTable):  # on codes: only the first uncovered task is looked at
+            i, _ = self.table.first_uncovered([(t.stream, t.task) for t in futures.tasks],
+                                                   [t.menu for t in futures.tasks])
+            tasks: Sequence[FutureTask] = () if i < 0 else (futures.tasks[i],)
+            first = max(i, 0)
+        else:
+            tasks, first = futures.tasks, 0
+        for i, t in enumerate(tasks, start=first):
             row = self.table.get((t.stream, t.task))
             if row is None:
                 raise InputError(self.source, None, "task",
@@ -398,9 +452,16 @@ class Evaluator:
                                  f"no utility for action {missing[0]!r} of task {t.task!r} in stream {t.stream!r}")
 
     def fingerprint(self) -> str:
-        payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(self.table.items())},
-                             sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode()).hexdigest()
+        """sha256 of ``json.dumps({"stream\x1ftask": {key: utility}}, sort_keys=True)`` (compact), hashed a
+        task at a time (the same bytes, without the whole document in memory)."""
+        h = hashlib.sha256(b"{")
+        sep = b""
+        for k, (s, t) in sorted((f"{s}\x1f{t}", (s, t)) for s, t in self.table):
+            h.update(sep + (json.dumps(k) + ":" + json.dumps(dict(self.table[(s, t)]), sort_keys=True,
+                                                               separators=(",", ":"))).encode())
+            sep = b","
+        h.update(b"}")
+        return h.hexdigest()
 
     def to_pandas(self) -> Any:
         import pandas as pd

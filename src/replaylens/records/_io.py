@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
+from ._coded_table import CodedTable
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
@@ -312,10 +313,7 @@ def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
     if duplicated:
         return None
     s_words, t_words, k_words = words
-    out: dict[tuple[str, str], dict[str, float]] = {}
-    for s, t, k, u in zip(codes[0].tolist(), codes[1].tolist(), codes[2].tolist(), util.tolist(), strict=True):
-        out.setdefault((s_words[s], t_words[t]), {})[k_words[k]] = u
-    return Evaluator(out, source=source)
+    return Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=source)
 
 
 def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
@@ -332,6 +330,15 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
 
 
+def _stream_runs(history: History) -> tuple[list[str], np.ndarray]:
+    """The history's streams (in row order, each one contiguous: rows are sorted by stream) and each row's
+    stream index."""
+    st = history.stream
+    starts = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
+    sid = np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(np.r_[starts, st.size]))
+    return st[starts].tolist(), sid
+
+
 def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
                  strict: bool = False) -> None:
     """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
@@ -341,30 +348,69 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
     * the evaluator has a utility for every menu action of every future task;
     * ``strict`` (the CLI's input files): the evaluator has no rows for tasks that are not future tasks
       (the Python API may replay a subset of the tasks an evaluator covers).
+
+    The checks run on integer codes (a pass over the tasks, none over the records in Python); the first
+    problem reported is the one a task-by-task, then record-by-record scan meets first.
     """
-    streams = set(history.streams)
-    menus: dict[str, set[str]] = {}
-    for i, t in enumerate(futures.tasks):
-        if t.stream not in streams:
+    tasks = futures.tasks
+    names, h_sid = _stream_runs(history)
+    s_pos = {s: i for i, s in enumerate(names)}
+    f_sid = np.fromiter((s_pos.get(t.stream, -1) for t in tasks), dtype=np.int64, count=len(tasks))
+    bad = f_sid < 0
+    fed = [i for i, t in enumerate(tasks) if t.feeds is not None]
+    if fed:  # a feeds block must have records in the task's stream
+        blocks = set(zip(history.stream.tolist(), history.family.tolist(), history.context.tolist(), strict=True))
+        for i in fed:
+            t = tasks[i]
+            assert t.feeds is not None
+            if (t.stream, *t.feeds) not in blocks:
+                bad[i] = True
+    first = np.flatnonzero(bad)
+    if first.size:
+        i = int(first[0])
+        t = tasks[i]
+        if f_sid[i] < 0:
             raise InputError(futures.source, _line_of(futures.source, stream=t.stream, task=t.task), "stream",
                              f"future task {t.task!r} (#{i + 1}) names stream {t.stream!r}, which has no history "
                              "records")
-        menus.setdefault(t.stream, set()).update(t.menu)
-        if t.feeds is not None and t.feeds not in history.blocks(t.stream):
-            raise InputError(futures.source, None, "feeds_family",
-                             f"future task {t.task!r} of stream {t.stream!r} is fed by block "
-                             f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
-    for j in range(len(history)):
-        s = str(history.stream[j])
-        if s in menus and str(history.key[j]) not in menus[s]:
-            k, sl = str(history.key[j]), int(history.slot[j])
-            raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
-                             f"key {k!r} at slot {sl} of stream {s!r} is not an "
-                             f"action of any menu of that stream ({', '.join(sorted(menus[s]))})")
+        assert t.feeds is not None
+        raise InputError(futures.source, None, "feeds_family",
+                         f"future task {t.task!r} of stream {t.stream!r} is fed by block "
+                         f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
+    # every history key of a stream with future tasks is in one of that stream's menus
+    menu_id: dict[tuple[str, ...], int] = {}
+    f_menu = np.fromiter((menu_id.setdefault(t.menu, len(menu_id)) for t in tasks), dtype=np.int64,
+                         count=len(tasks))
+    k_vocab, k_code = np.unique(history.key, return_inverse=True)
+    vocab = {k: j for j, k in enumerate(k_vocab.tolist())}
+    for m in menu_id:
+        for a in m:
+            vocab.setdefault(a, len(vocab))
+    menu_codes = [np.array([vocab[a] for a in m], dtype=np.int64) for m in menu_id]
+    width = len(vocab)
+    pairs = np.unique(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
+    p_sid, p_menu = pairs // len(menu_id), pairs % len(menu_id)
+    lens = np.array([c.size for c in menu_codes], dtype=np.int64)[p_menu]
+    allowed = np.unique(np.repeat(p_sid, lens) * width +
+                        (np.concatenate([menu_codes[j] for j in p_menu.tolist()]) if pairs.size else
+                         np.zeros(0, dtype=np.int64)))
+    has_future = np.zeros(len(names), dtype=bool)
+    has_future[f_sid] = True
+    rows = has_future[h_sid] & ~np.isin(h_sid * width + k_code.reshape(-1), allowed)
+    wrong = np.flatnonzero(rows)
+    if wrong.size:
+        j = int(wrong[0])
+        s, k, sl = names[int(h_sid[j])], str(history.key[j]), int(history.slot[j])
+        menu = sorted({a for t in tasks if t.stream == s for a in t.menu})
+        raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
+                         f"key {k!r} at slot {sl} of stream {s!r} is not an "
+                         f"action of any menu of that stream ({', '.join(menu)})")
     if evaluator is not None:
         evaluator.check_covers(futures)
     if evaluator is not None and strict:
-        known = {(t.stream, t.task) for t in futures.tasks}
+        known = {(t.stream, t.task) for t in tasks}
+        if len(known) == len(evaluator.table):
+            return  # every future task has utilities (check_covers): no row is left for another task
         for s, task in evaluator.table:
             if (s, task) not in known:
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",

@@ -83,13 +83,18 @@ class Decisions:
         })
 
     def to_parquet(self, path: Any, *, rows_per_group: int = 1 << 20) -> None:
-        """Write :meth:`frame` to Parquet in row groups built from the integer codes (no per-decision
-        Python objects), so memory stays bounded by one row group whatever the number of decisions.
-        ``pandas.read_parquet`` gives back exactly :meth:`frame`."""
+        """Write :meth:`frame` to Parquet from the integer codes, one (cell, map, draw, repeat) block of tasks
+        (or several small ones) at a time: the per-task columns are built once, the chosen utilities per block,
+        so memory stays bounded by one block whatever the number of decisions and no per-decision Python
+        object is made.  ``pandas.read_parquet`` gives back exactly :meth:`frame`."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         c_n, m_n, d_n, p_n, n = self.actions.shape
+        n_blocks = c_n * m_n * d_n * p_n
+        if n_blocks * n == 0:   # no decision: an empty table with the same columns
+            pq.write_table(pa.Table.from_pandas(self.frame(), preserve_index=False), path)
+            return
         strata = ["/".join(s) for s in self.plan.strata]
 
         def categorical(names: list[str]) -> tuple[np.ndarray, pa.Array]:
@@ -97,43 +102,56 @@ class Decisions:
             pos = {v: k for k, v in enumerate(cats)}
             return np.array([pos[v] for v in names], dtype=np.int32), pa.array(cats, type=pa.string())
 
+        def dic(codes: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
+            return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), dictionary)
+
         st_code, st_dict = categorical(list(self.plan.streams))
         sr_code, sr_dict = categorical(strata)
         ce_code, ce_dict = categorical(list(self.plan.cell_names))
         ma_code, ma_dict = categorical(list(self.plan.map_names))
         labels = pa.array(list(self.plan.labels), type=pa.string())
+        rows = np.arange(n)
+        per_task = {   # the columns that depend on the task alone: the same in every block
+            "stream": st_code[self.stream_idx], "stratum": sr_code[self.stratum_idx],
+            "task_index": self.task_index.astype(np.int64), "oracle": self.oracle,
+            "oracle_utility": self.utility[rows, self.oracle],
+        }
         tasks = pa.array(list(self.task_ids), type=pa.string())
-        acts = self.actions.reshape(-1)
-        chosen = self.chosen_utility().reshape(-1)
-        oracle_u = self.utility[np.arange(self.n_tasks), self.oracle]
+        acts = self.actions.reshape(n_blocks, n)
+        per_write = max(1, rows_per_group // n)   # small blocks are written several at once
+        # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
+        # they save; the rest keep parquet's dictionary encoding
+        plain = {"task", "utility", "oracle_utility"}
         writer = None
         try:
-            for lo in range(0, acts.size, rows_per_group):
-                hi = min(acts.size, lo + rows_per_group)
-                c, m, d, p, i = np.unravel_index(np.arange(lo, hi), (c_n, m_n, d_n, p_n, n))
+            for b0 in range(0, n_blocks, per_write):
+                b1 = min(n_blocks, b0 + per_write)
+                k = b1 - b0
+                c, m, d, p = (np.repeat(x, n) for x in np.unravel_index(np.arange(b0, b1), (c_n, m_n, d_n, p_n)))
+                a = acts[b0:b1]
+                chosen = np.take_along_axis(self.utility, a.T, axis=1).T if k > 1 else self.utility[rows, a[0]]
 
-                def dic(codes: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
-                    return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), dictionary)
+                def tile(x: np.ndarray, k: int = k) -> np.ndarray:
+                    return x if k == 1 else np.tile(x, k)
 
                 table = pa.table({
-                    "stream": dic(st_code[self.stream_idx[i]], st_dict),
-                    "stratum": dic(sr_code[self.stratum_idx[i]], sr_dict),
-                    "task": tasks.take(pa.array(i)),
-                    "task_index": pa.array(self.task_index[i].astype(np.int64)),
+                    "stream": dic(tile(per_task["stream"]), st_dict),
+                    "stratum": dic(tile(per_task["stratum"]), sr_dict),
+                    "task": tasks if k == 1 else tasks.take(pa.array(tile(rows))),
+                    "task_index": pa.array(tile(per_task["task_index"])),
                     "cell": dic(ce_code[c], ce_dict),
                     "map": dic(ma_code[m], ma_dict),
                     "draw": pa.array(d.astype(np.int64)),
                     "repeat": pa.array(p.astype(np.int64)),
-                    "action": labels.take(pa.array(acts[lo:hi])),
-                    "utility": pa.array(chosen[lo:hi]),
-                    "oracle": labels.take(pa.array(self.oracle[i])),
-                    "oracle_utility": pa.array(oracle_u[i]),
+                    "action": labels.take(pa.array(a.reshape(-1))),
+                    "utility": pa.array(np.ascontiguousarray(chosen).reshape(-1)),
+                    "oracle": labels.take(pa.array(tile(per_task["oracle"]))),
+                    "oracle_utility": pa.array(tile(per_task["oracle_utility"])),
                 })
                 if writer is None:
-                    writer = pq.ParquetWriter(path, table.schema)
-                writer.write_table(table)
-            if writer is None:   # no decision: an empty table with the same columns
-                pq.write_table(pa.Table.from_pandas(self.frame(), preserve_index=False), path)
+                    writer = pq.ParquetWriter(path, table.schema,
+                                              use_dictionary=[x for x in table.column_names if x not in plain])
+                writer.write_table(table, row_group_size=rows_per_group)
         finally:
             if writer is not None:
                 writer.close()

@@ -56,7 +56,9 @@ def pct(x: float, *, signed: bool = False) -> str:
 
 
 def strict_json(obj: Any) -> Any:
-    """``obj`` with every non-finite float replaced by ``None`` (strict JSON: null, never NaN)."""
+    """``obj`` with every non-finite float replaced by ``None`` (strict JSON: null, never NaN).
+
+    A list or tuple of plain floats (a per-stream array) is checked with one vectorized finiteness test."""
     if isinstance(obj, float):
         return obj if np.isfinite(obj) else None
     if isinstance(obj, np.floating):
@@ -64,6 +66,12 @@ def strict_json(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: strict_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        if len(obj) > 8 and set(map(type, obj)) == {float}:
+            bad = np.flatnonzero(~np.isfinite(np.fromiter(obj, dtype=np.float64, count=len(obj))))
+            out = list(obj)
+            for j in bad.tolist():
+                out[j] = None
+            return out
         return [strict_json(v) for v in obj]
     return obj
 

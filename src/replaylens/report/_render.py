@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..records import FutureTasks, History
 from ._audit import AuditResult
 from ._html import render_report
+from ._json import dumps_indented
 from ._manifest import RunManifest
 from ._verdict import DEFINITIONS_MD, verdict_markdown
 
@@ -148,7 +149,7 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
 
     def build(tmp: Path) -> None:
         result.decisions.to_parquet(tmp / "decisions.parquet")
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        (tmp / "summary.json").write_text(dumps_indented(summary) + "\n")
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
         forest_plot(summary, tmp / "forest.png")
         (tmp / "report.md").write_text(render_markdown(summary, man))

@@ -1,0 +1,93 @@
+"""The counterfactual utility table kept as columns: (stream, task) → {key: utility} built per lookup.
+
+A utility file of a million tasks read into nested dicts holds a dict, a tuple key and a float object per
+cell (several hundred bytes a task); :class:`CodedTable` keeps the text columns as codes into their
+distinct values and the utilities as one float array, grouped by task in first-appearance order, and is
+a read-only ``Mapping`` with exactly the keys, order and values of the nested dicts it replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+__all__ = ["CodedTable"]
+
+
+class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
+    """``(stream, task) -> {key: utility}`` over code columns (a row's keys in file order)."""
+
+    def __init__(self, streams: list[str], tasks: list[str], keys: list[str], s: np.ndarray, t: np.ndarray,
+                 k: np.ndarray, u: np.ndarray) -> None:
+        pair = s.astype(np.int64) * max(len(tasks), 1) + t
+        uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")            # groups in first-appearance order
+        rank = np.empty(uniq.size, dtype=np.int64)
+        rank[by_first] = np.arange(uniq.size)
+        group = rank[inverse.reshape(-1)]
+        order = np.argsort(group, kind="stable")                # rows grouped, file order within a group
+        self._keys = keys
+        self._k = k[order].astype(np.int32)
+        self._u = np.ascontiguousarray(u[order], dtype=np.float64)
+        self._start = np.r_[0, np.cumsum(np.bincount(group, minlength=uniq.size))].astype(np.int64)
+        g_pair = uniq[by_first]
+        self._g_stream = (g_pair // max(len(tasks), 1)).astype(np.int32)
+        self._g_task = (g_pair % max(len(tasks), 1)).astype(np.int32)
+        self._streams, self._tasks = streams, tasks
+        index: dict[str, dict[str, int]] = {}
+        for g, (a, b) in enumerate(zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)):
+            index.setdefault(streams[a], {})[tasks[b]] = g
+        self._index = index
+
+    def _row(self, g: int) -> dict[str, float]:
+        a, b = int(self._start[g]), int(self._start[g + 1])
+        keys = self._keys
+        return {keys[c]: u for c, u in zip(self._k[a:b].tolist(), self._u[a:b].tolist(), strict=True)}
+
+    def __getitem__(self, key: tuple[str, str]) -> dict[str, float]:
+        try:
+            s, t = key
+            return self._row(self._index[s][t])
+        except (KeyError, TypeError, ValueError):
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        inner = self._index.get(key[0])
+        return inner is not None and key[1] in inner
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        streams, tasks = self._streams, self._tasks
+        for a, b in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True):
+            yield (streams[a], tasks[b])
+
+    def __len__(self) -> int:
+        return int(self._g_stream.size)
+
+    def first_uncovered(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> tuple[int, str | None]:
+        """The first task (``pairs[i]`` = (stream, task), menu ``menus[i]``) without a row (``(i, None)``) or
+        with a menu action the row lacks (``(i, action)``, the first such action in menu order); ``(-1, None)``
+        when every task is covered."""
+        n = len(pairs)
+        index = self._index
+        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
+        k_pos = {k: j for j, k in enumerate(self._keys)}
+        menu_id: dict[tuple[str, ...], int] = {}
+        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
+        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
+        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
+        width = len(self._keys) + 1
+        task_of = np.repeat(np.arange(n, dtype=np.int64), lens)
+        want = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        ok = (want >= 0) & np.isin(g[task_of] * width + want, have)
+        bad = np.r_[np.flatnonzero(g < 0), task_of[~ok & (g[task_of] >= 0)]]
+        if bad.size == 0:
+            return -1, None
+        i = int(bad.min())
+        if g[i] < 0:
+            return i, None
+        row = self._row(int(g[i]))
+        return i, next(a for a in menus[i] if a not in row)

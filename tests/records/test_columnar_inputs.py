@@ -1,0 +1,152 @@
+"""The columnar input paths give what the row-by-row reference gives: the utility table, the input
+cross-checks (first problem and its message), and the content fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replaylens.bandit import make_bandit
+from replaylens.errors import InputError
+from replaylens.records import (
+    Evaluator,
+    FutureTask,
+    FutureTasks,
+    History,
+    check_inputs,
+    read_evaluator,
+    write_evaluator,
+)
+from replaylens.records._coded_table import CodedTable
+from replaylens.records._history import _joined_text, future_dict
+
+WORDS = st.sampled_from(["a", "b", "c", "dd", "é", "x y"])
+
+
+def _dict_table(rows: list[tuple[str, str, str, float]]) -> dict[tuple[str, str], dict[str, float]]:
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for s, t, k, u in rows:
+        out.setdefault((s, t), {})[k] = u
+    return out
+
+
+def _coded(rows: list[tuple[str, str, str, float]]) -> CodedTable:
+    cols = list(zip(*rows, strict=True))
+    vocabs = [list(dict.fromkeys(c)) for c in cols[:3]]
+    codes = [np.array([v.index(x) for x in c], dtype=np.int64) for v, c in zip(vocabs, cols[:3], strict=True)]
+    return CodedTable(*vocabs, *codes, np.array(cols[3], dtype=np.float64))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(WORDS, WORDS, WORDS, st.floats(0, 1)), min_size=1, max_size=40,
+                unique_by=lambda r: r[:3]))
+def test_coded_table_is_the_nested_dicts(rows: list[tuple[str, str, str, float]]) -> None:
+    ref, got = _dict_table(rows), _coded(rows)
+    assert list(got) == list(ref) and len(got) == len(ref)
+    assert [dict(v) for v in got.values()] == list(ref.values())
+    assert [list(v) for v in got.values()] == [list(v) for v in ref.values()]   # keys in file order
+    assert ("zz", "a") not in got and got.get(("zz", "a")) is None
+    assert Evaluator(got).fingerprint() == Evaluator(ref).fingerprint()
+    payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(ref.items())}, sort_keys=True,
+                         separators=(",", ":"))
+    assert Evaluator(got).fingerprint() == hashlib.sha256(payload.encode()).hexdigest()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(WORDS, WORDS, WORDS, st.floats(0, 1)), min_size=1, max_size=30,
+                unique_by=lambda r: r[:3]),
+       st.lists(st.tuples(WORDS, WORDS, st.lists(WORDS, min_size=1, max_size=3, unique=True)), min_size=1,
+                max_size=12, unique_by=lambda r: r[:2]))
+def test_check_covers_on_codes_names_the_problem_the_loop_names(rows: list[tuple[str, str, str, float]],
+                                                                  tasks: list[tuple[str, str, list[str]]]) -> None:
+    fut = FutureTasks(tuple(FutureTask(s, "f", "c", t, tuple(m), i) for i, (s, t, m) in enumerate(tasks)))
+
+    def outcome(ev: Evaluator) -> str:
+        try:
+            ev.check_covers(fut)
+        except InputError as exc:
+            return str(exc)
+        return "ok"
+
+    assert outcome(Evaluator(_coded(rows))) == outcome(Evaluator(_dict_table(rows)))
+
+
+def test_utility_file_reads_back_the_same_table(tmp_path: Path) -> None:
+    sub = make_bandit(n_streams=6, slots_per_block=3, n_future=3)
+    for fmt in ("parquet", "jsonl"):
+        p = write_evaluator(sub.evaluator, tmp_path / f"u.{fmt}")
+        got = read_evaluator(p)
+        assert isinstance(got.table, CodedTable)
+        assert list(got.table.items()) == [(k, dict(v)) for k, v in sub.evaluator.table.items()]
+        assert got.fingerprint() == sub.evaluator.fingerprint()
+
+
+@pytest.mark.parametrize("values", [["ab", "", "c d", "x\x00y", "zzz"], ["é", "a"], ["a"], [""], ["a", "b\x1f"]])
+def test_joined_text_is_the_joined_values(values: list[str]) -> None:
+    arr = np.array(values)
+    assert _joined_text(arr) == "\x1f".join(arr.tolist()).encode()
+
+
+def test_futures_fingerprint_is_the_json_of_every_task() -> None:
+    tasks = (FutureTask("s", "f", "c", 't"é', ("a", "b"), 0, ("ff", "cc")),
+             FutureTask("s", "f", "c", "t2", ("a",), 1, None, {"z": 1, "a": [1, {"y": 2}]}),
+             *(FutureTask("s2", "g", "c", f"t{i}", ("b", "a"), i) for i in range(70_000)))
+    fut = FutureTasks(tasks)
+    payload = json.dumps([future_dict(t) for t in tasks], sort_keys=True, separators=(",", ":"))
+    assert fut.fingerprint() == hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _reference_check(history: History, futures: FutureTasks) -> str:
+    """The record-by-record scan check_inputs replaced (its first problem's text, or "ok")."""
+    streams = set(history.streams)
+    menus: dict[str, set[str]] = {}
+    for i, t in enumerate(futures.tasks):
+        if t.stream not in streams:
+            return f"#{i + 1} stream {t.stream}"
+        menus.setdefault(t.stream, set()).update(t.menu)
+        if t.feeds is not None and t.feeds not in history.blocks(t.stream):
+            return f"feeds {t.task}"
+    for j in range(len(history)):
+        s = str(history.stream[j])
+        if s in menus and str(history.key[j]) not in menus[s]:
+            return f"key {history.key[j]} slot {history.slot[j]} stream {s}"
+    return "ok"
+
+
+def _check(history: History, futures: FutureTasks) -> str:
+    try:
+        check_inputs(history, futures)
+    except InputError as exc:
+        msg = str(exc)
+        if "which has no history records" in msg:
+            i = msg.split("(#")[1].split(")")[0]
+            return f"#{i} stream {msg.split('names stream ')[1].split(',')[0].strip(chr(39))}"
+        if "is fed by block" in msg:
+            return f"feeds {msg.split('future task ')[1].split(' of')[0].strip(chr(39))}"
+        key = msg.split("key ")[1].split(" at")[0].strip("'")
+        slot = msg.split("at slot ")[1].split(" ")[0]
+        stream = msg.split("of stream ")[1].split(" is")[0].strip("'")
+        return f"key {key} slot {slot} stream {stream}"
+    return "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.sampled_from(["f", "g"]), WORDS), min_size=1,
+                max_size=25),
+       st.lists(st.tuples(st.sampled_from(["s1", "s2", "s4"]), st.lists(WORDS, min_size=1, max_size=3, unique=True),
+                          st.sampled_from([None, ("f", "c"), ("g", "c"), ("h", "c")])), min_size=1, max_size=8))
+def test_check_inputs_reports_the_first_problem_of_the_scan(records: list[tuple[str, str, str]],
+                                                            tasks: list[tuple[str, list[str], tuple[str, str] | None]]
+                                                            ) -> None:
+    h = History.from_columns(stream=[r[0] for r in records], family=[r[1] for r in records],
+                             context=["c"] * len(records), slot=list(range(len(records))),
+                             task=["t"] * len(records), key=[r[2] for r in records], outcome=[0.5] * len(records))
+    fut = FutureTasks(tuple(FutureTask(s, "f", "c", f"x{i}", tuple(m), i, feeds)
+                            for i, (s, m, feeds) in enumerate(tasks)))
+    assert _check(h, fut) == _reference_check(h, fut)

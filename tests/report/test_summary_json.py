@@ -1,0 +1,66 @@
+"""summary.json text: the fast strict-JSON conversion and the indented writer give exactly what the
+element-by-element versions give."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replaylens.report._audit import strict_json
+from replaylens.report._json import dumps_indented
+
+
+def _reference_strict(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.floating):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _reference_strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_reference_strict(v) for v in obj]
+    return obj
+
+
+FLOATS = st.floats(allow_nan=True, allow_infinity=True)
+LEAVES = st.one_of(FLOATS, st.integers(-5, 5), st.none(), st.text(max_size=3), st.booleans(),
+                   FLOATS.map(np.float64))
+TREES = st.recursive(LEAVES, lambda kids: st.one_of(st.lists(kids, max_size=80), st.lists(FLOATS, max_size=200),
+                                                     st.dictionaries(st.text(max_size=4), kids, max_size=4)),
+                     max_leaves=400)
+
+
+@settings(max_examples=80, deadline=None)
+@given(TREES)
+def test_strict_json_is_the_element_by_element_conversion(obj: Any) -> None:
+    got, ref = strict_json(obj), _reference_strict(obj)
+    assert json.dumps(got) == json.dumps(ref)
+
+
+@settings(max_examples=80, deadline=None)
+@given(TREES)
+def test_dumps_indented_is_json_dumps(obj: Any) -> None:
+    try:
+        ref = json.dumps(obj, indent=2, allow_nan=False)
+    except ValueError:
+        with pytest.raises(ValueError):
+            dumps_indented(obj)
+        return
+    assert dumps_indented(obj) == ref
+
+
+def test_dumps_indented_lays_out_long_lists_at_every_depth() -> None:
+    rng = np.random.default_rng(3)
+    vals = rng.random(300).tolist()
+    vals[7] = None
+    obj = {"rows": [{"per_stream": {"action": vals, "u": tuple(rng.random(70).tolist())}, "n": [1.0] * 64}],
+           "top": rng.random(65).tolist(), "empty": [], "strings": ["x"] * 100}
+    assert dumps_indented(obj) == json.dumps(obj, indent=2, allow_nan=False)
+    top = rng.random(100).tolist()
+    assert dumps_indented(top) == json.dumps(top, indent=2)
