@@ -21,11 +21,13 @@ from replaylens.paper.reproduce import (
     SLOW_REPRODUCTIONS,
     STATUSES,
     Comparison,
+    per_table_summary,
     policy_tolerance,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "paper" / "reproduction.md"
+NOTES = ROOT / "docs" / "paper" / "reproduction-notes.md"
 _SHOWN = {"**differs**": "differs", "**design failed**": "design failed", "**self-check failed**": "self-check failed"}
 
 
@@ -78,6 +80,15 @@ def test_header_counts_are_the_row_statuses_and_derived_rows_are_not_matches() -
     derived = [r for sec, r in rows if sec == "condition-summary" and r.row.startswith("temporal/")]
     assert derived and all(r.status == "derived" for r in derived)  # targets the paper did not print
     assert n["derived"] >= 3 and n["design"] > 0
+
+
+def test_the_notes_give_one_current_line_per_paper_table() -> None:
+    """reproduction-notes.md's per-table list is what reproduction.md's rows say now, one line per ``tab:`` label."""
+    body = DOC.read_text(encoding="utf-8").split("\n")
+    start = next(i for i, ln in enumerate(body) if ln.startswith("## `"))
+    expected = per_table_summary(body[start:])
+    listed = [ln for ln in NOTES.read_text(encoding="utf-8").splitlines() if ln.startswith("- tab:")]
+    assert listed == expected
 
 
 def _check(names: list[str], public_data_dir: Path) -> subprocess.Popen[str]:

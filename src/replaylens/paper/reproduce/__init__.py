@@ -17,7 +17,7 @@ from ._policy import (
     sign_rows,
 )
 from ._registry import COMPARED_MEASURED, STATUSES, Comparison, compare
-from ._tables import TableStatus, paper_table_lines, paper_table_status
+from ._tables import TableStatus, paper_table_lines, paper_table_status, per_table_summary
 
 __all__ = [
     "CI_REPRODUCTIONS",
@@ -44,6 +44,7 @@ __all__ = [
     "get_reproduction",
     "paper_table_lines",
     "paper_table_status",
+    "per_table_summary",
     "policy_tolerance",
     "read_json_rows",
     "register_reproduction",
