@@ -2,12 +2,12 @@
 
 * every ``match`` row lies within the value-level bound of the policy, and no exact (design) row is a match;
 * the header's counts are the rows' statuses (derived, design and sensitivity rows are not counted as matches);
-* (slow, in CI) the fast sections regenerate to the committed text, with the BLAS kernel pinned.
+* (slow, in CI) the CI set of sections regenerates to the committed text, with the BLAS kernel pinned; the other
+  fast sections with ``REPLAYLENS_REPRO_CHECK=1``, the slow ones with ``replaylens paper reproduce --check``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,15 +17,17 @@ from pathlib import Path
 import pytest
 
 from replaylens.paper.reproduce import (
+    CI_REPRODUCTIONS,
     SLOW_REPRODUCTIONS,
     STATUSES,
     Comparison,
-    differing_sections,
+    per_table_summary,
     policy_tolerance,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "paper" / "reproduction.md"
+NOTES = ROOT / "docs" / "paper" / "reproduction-notes.md"
 _SHOWN = {"**differs**": "differs", "**design failed**": "design failed", "**self-check failed**": "self-check failed"}
 
 
@@ -80,20 +82,71 @@ def test_header_counts_are_the_row_statuses_and_derived_rows_are_not_matches() -
     assert n["derived"] >= 3 and n["design"] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("REPLAYLENS_REPRO_CHECK") != "1",
-                    reason="set REPLAYLENS_REPRO_CHECK=1 to regenerate the fast sections (about an hour on 2 cores)")
-def test_fast_sections_regenerate_to_the_committed_text(public_data_dir: Path) -> None:
-    """Regenerates every section not in SLOW_REPRODUCTIONS (55 min summed on two cores at load 9–18, issue 28)."""
-    from replaylens.paper.experiments import all_reproductions
+def test_the_notes_give_one_current_line_per_paper_table() -> None:
+    """reproduction-notes.md's per-table list is what reproduction.md's rows say now, one line per ``tab:`` label."""
+    body = DOC.read_text(encoding="utf-8").split("\n")
+    start = next(i for i, ln in enumerate(body) if ln.startswith("## `"))
+    expected = per_table_summary(body[start:])
+    listed = [ln for ln in NOTES.read_text(encoding="utf-8").splitlines() if ln.startswith("- tab:")]
+    assert listed == expected
 
-    regs = all_reproductions()
-    names = [n for n in regs if n not in SLOW_REPRODUCTIONS]
+
+def _check(names: list[str], public_data_dir: Path) -> subprocess.Popen[str]:
+    """``replaylens paper reproduce --check DOC NAMES`` in a subprocess with the BLAS kernel pinned."""
     env = {**os.environ, "OPENBLAS_CORETYPE": "Haswell", "REPLAYLENS_DATA_DIR": str(public_data_dir),
            "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-m", "replaylens", "paper", "reproduce", "--json", *names], env=env,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    titles = {n: r.title for n, r in regs.items()}
-    assert differing_sections(DOC.read_text(encoding="utf-8"), rows, titles) == []
+    return subprocess.Popen([sys.executable, "-m", "replaylens", "paper", "reproduce", "--check", str(DOC), *names],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait(procs: list[subprocess.Popen[str]]) -> list[str]:
+    failures = []
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            failures.append(err[-3000:])
+    return failures
+
+
+def test_check_names_a_section_that_differs(tmp_path: Path) -> None:
+    """``--check`` exits 0 on the committed text and 1, naming the section and line, when a value was edited."""
+    from click.testing import CliRunner
+
+    from replaylens.cli._main import cli
+
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "--check", str(DOC), "exact-zeros"])
+    assert res.exit_code == 0, res.output
+    text = DOC.read_text(encoding="utf-8")
+    head, sep, rest = text.partition("## `exact-zeros`")
+    edited = rest.replace("| 0.000 | 0.000 | 0.000 | design |", "| 0.000 | 0.001 | 0.000 | design |", 1)
+    assert sep and edited != rest
+    doc = tmp_path / "reproduction.md"
+    doc.write_text(head + sep + edited, encoding="utf-8")
+    res = CliRunner().invoke(cli, ["paper", "reproduce", "--check", str(doc), "exact-zeros"])
+    assert res.exit_code == 1
+    assert "section `exact-zeros` differs" in res.output and "0.001" in res.output
+    assert doc.read_text(encoding="utf-8") == head + sep + edited  # --check never writes
+
+
+@pytest.mark.slow
+def test_ci_sections_regenerate_to_the_committed_text(public_data_dir: Path) -> None:
+    """The CI set (``CI_REPRODUCTIONS``, chosen by measured time) regenerates to the committed text: two
+    processes side by side, one per group, so that it fits in about five minutes on CI's two cores."""
+    groups = [list(g) for g in CI_REPRODUCTIONS]
+    assert not {n for g in groups for n in g} & set(SLOW_REPRODUCTIONS)
+    failures = _wait([_check(g, public_data_dir) for g in groups])
+    assert not failures, failures
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("REPLAYLENS_REPRO_CHECK") != "1",
+                    reason="set REPLAYLENS_REPRO_CHECK=1 to regenerate the other fast sections (about an hour on 2 "
+                           "cores); the slow ones: `replaylens paper reproduce --check` (reproduction-notes.md)")
+def test_other_fast_sections_regenerate_to_the_committed_text(public_data_dir: Path) -> None:
+    """Every section in neither ``CI_REPRODUCTIONS`` nor ``SLOW_REPRODUCTIONS`` (issue 28: 55 min summed)."""
+    from replaylens.paper.experiments import all_reproductions
+
+    ci = {n for g in CI_REPRODUCTIONS for n in g}
+    names = [n for n in all_reproductions() if n not in SLOW_REPRODUCTIONS and n not in ci]
+    failures = _wait([_check(names[k::2], public_data_dir) for k in range(2)])
+    assert not failures, failures

@@ -21,9 +21,12 @@ from ._group import paper
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the rows as markdown (docs/paper/reproduction.md is generated this way); when only "
                    "some reproductions run and FILE exists, their sections are replaced and the totals recounted.")
+@click.option("--check", "check", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Regenerate the chosen sections in memory and exit 1 if any differs from FILE "
+                   "(docs/paper/reproduction.md; timing rows excepted); FILE is not written.")
 @user_errors
 def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None, as_json: bool,
-              markdown: Path | None) -> None:
+              markdown: Path | None, check: Path | None) -> None:
     """Run paper reproductions (NAME ...): the paper's value next to ours, with the status of each comparison."""
     from ...errors import ConfigError
     from ..experiments import all_reproductions
@@ -73,6 +76,21 @@ def reproduce(names: tuple[str, ...], list_: bool, all_: bool, issue: str | None
         from ..reproduce import STATUSES
 
         click.echo(", ".join(f"{n_status[s]} {s}" for s in STATUSES))
+    if check is not None:
+        _check(check, collected, {n: r.title for n, r in every.items()})
+
+
+def _check(path: Path, collected: list[dict[str, Any]], titles: dict[str, str]) -> None:
+    """Exit 1 naming each regenerated section that differs from ``path`` (and its first differing line)."""
+    from ..reproduce import differing_lines
+
+    diff = differing_lines(path.read_text(encoding="utf-8"), collected, titles)
+    for name, (old, new) in diff.items():
+        click.echo(f"{path}: section `{name}` differs from the regenerated one: {old!r} -> {new!r}", err=True)
+    if diff:
+        raise SystemExit(1)
+    click.echo(f"{path}: the {len({r['reproduction'] for r in collected})} regenerated section(s) are identical "
+               "(timing rows excepted)", err=True)
 
 
 def _print_rows(name: str, rows: list[Any]) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ._paper_tables import PAPER_TABLES, SHARED_TABLES, UNREPRODUCED
 from ._registry import COMPARED_MEASURED
 
-__all__ = ["TableStatus", "paper_table_lines", "paper_table_status"]
+__all__ = ["TableStatus", "paper_table_lines", "paper_table_status", "per_table_summary"]
 
 _LABEL = re.compile(r"tab:[A-Za-z0-9_-]+")
 _COMPARED = COMPARED_MEASURED  # a table is reproduced only when a measured value is compared with the paper's
@@ -108,3 +108,30 @@ def paper_table_lines(body: list[str]) -> list[str]:
             extra = f" Rows shown: {where}." if where else ""
             lines.append(f"| {t.label} | {_KIND_TEXT.get(t.status, '**' + t.status + '**')} | {t.detail}.{extra} |")
     return [*lines, ""]
+
+
+def per_table_summary(body: list[str]) -> list[str]:
+    """One line per paper table for docs/paper/reproduction-notes.md: reproduced at value level, at sign level,
+    partly, or not (measured rows only: design, derived, self-check and n/a rows are not counted)."""
+    out = []
+    for t in paper_table_status(body):
+        c: Counter[str] = Counter()
+        for per in t.sections.values():
+            c.update(per)
+        shown = ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
+        rows = f" (rows shown: {shown})" if shown else ""
+        if t.status == "reproduced":
+            m, s, d = c["match"], c["sign-level"], c["differs"]
+            kind = "all at value level" if m == m + s + d else "value or sign level" if d == 0 else "partly"
+            extra = f" (+{c['design']} design, {c['derived']} derived)" if c["design"] or c["derived"] else ""
+            out.append(f"- {t.label}: {kind}: {m} of {m + s + d} measured rows match at value level, {s} sign-level "
+                       f"only, {d} differ{extra}.")
+        elif t.status == "covered":
+            out.append(f"- {t.label}: covered: {t.detail}.")
+        elif t.status == "no measured value":
+            out.append(f"- {t.label}: not reproduced: no measured value compared{rows}.")
+        elif t.status == "hosted":
+            out.append(f"- {t.label}: needs a hosted model{rows}.")
+        else:
+            out.append(f"- {t.label}: {t.status}{rows}.")
+    return out
