@@ -84,6 +84,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
         StoreSpec,
         check_store_migrations,
         crosstab_lines,
+        embedding_stats,
         example_path,
         plan_migrations,
         streams_from_history,
@@ -117,6 +118,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                               f"{', '.join(m.name for m in migs)})")
     results = check_store_migrations(streams, base, migs, k=k, seed=seed, control_rebuilds=control_rebuilds)
     rows = [r.to_dict() for r in results]
+    cache_counts = embedding_stats()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
@@ -130,12 +132,15 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
             if not r.safe and r.example is not None and r.migration.kind != "rebuild":
                 for line in example_lines(r.example):
                     click.echo(f"  {line}")
+        for c in cache_counts:
+            click.echo(f"embedding cache {c['cache']}: {c['embedder']}: {c['texts_from_cache']} texts from the cache, "
+                       f"{c['texts_embedded']} embedded in {c['requests']} requests")
     if out_dir is not None:
         from .. import __version__
         from ..report import write_store_report
 
         write_store_report(out_dir, rows, base=base.to_dict(), k=k, seed=seed, records=hist_path,
-                           queries=queries_path, tool_version=__version__,
+                           queries=queries_path, tool_version=__version__, embedding_cache=cache_counts,
                            arguments={"store": store, "example": example, "events": str(events_path),
                                       "store_params": store_params, "embedder": embedder, "ops": ops,
                                       "migrate_to": migrate_to, "reindex_params": reindex_params,

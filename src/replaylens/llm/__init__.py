@@ -21,7 +21,7 @@ from ._backends import (
     scripted_tokens,
 )
 from ._budget import Budget, Pricing, TokenCounter, estimate_requests, load_pricing, usage_by_cell
-from ._cache import CachedBackend, RequestCache, default_cache_path, with_cache
+from ._cache import CachedBackend, RequestCache, default_cache_path, embedding_cache_key, with_cache
 from ._factory import make_backend
 from ._fake import FAULTS, FakeOpenAIServer
 from ._local import LlamaCppBackend, embedded_model_path, llama_available
@@ -141,6 +141,7 @@ __all__ = [
     "decode_response",
     "default_cache_path",
     "embedded_model_path",
+    "embedding_cache_key",
     "estimate_requests",
     "format_messages",
     "format_utility",

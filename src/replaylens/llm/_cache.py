@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import hashlib
 import json
 import os
 import sqlite3
@@ -38,7 +39,7 @@ from ._serialize import canonical_json, decode_response, sha256_text
 from ._types import Completion, ModelSettings, Request
 
 __all__ = ["ATTEMPT_ROLE", "CACHE_ENV", "CACHE_NOTE", "CachedBackend", "RequestCache", "default_cache_path",
-           "deterministic", "entry_digest", "request_cache_key", "with_cache"]
+           "deterministic", "embedding_cache_key", "entry_digest", "request_cache_key", "vector_digest", "with_cache"]
 
 CACHE_ENV = "REPLAYLENS_CACHE"
 CACHE_NOTE = "request-cache hit"
@@ -47,6 +48,10 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, completion TEXT NOT NULL,
     created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), digest TEXT)"""
 _COLUMNS = {"key", "model", "completion"}
+_VECTOR_SCHEMA = """CREATE TABLE IF NOT EXISTS vectors (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL, digest TEXT NOT NULL,
+    created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))"""
+_VECTOR_COLUMNS = {"key", "model", "vector", "digest"}
 ATTEMPT_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("replaylens_attempt_role", default="original")
 """The protocol role of the attempt being made (set by the acquisition layer): only ``original`` and
 ``recovery`` attempts may be answered from the cache."""
@@ -55,6 +60,17 @@ ATTEMPT_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("replaylens_a
 def entry_digest(key: str, completion: str) -> str:
     """sha256 binding a stored completion to its request key (checked on every read)."""
     return sha256_text(canonical_json([key, completion]))
+
+
+def embedding_cache_key(endpoint: str, model: str, text: str) -> str:
+    """sha256 of (endpoint base URL, model, sha256 of the input text): one embedding request's cache key."""
+    return sha256_text(canonical_json({"kind": "embedding", "endpoint": endpoint.rstrip("/"), "model": model,
+                                       "input_sha256": sha256_text(text)}))
+
+
+def vector_digest(key: str, blob: bytes) -> str:
+    """sha256 binding a stored vector (its bytes) to its key (checked on every read)."""
+    return hashlib.sha256(key.encode("utf-8") + b"\0" + blob).hexdigest()
 
 
 def answer_digest(comp: Completion) -> str:
@@ -142,6 +158,11 @@ class RequestCache:
             raise _Damaged(f"table responses has columns {sorted(cols)}, not a ReplayLens request cache")
         elif "digest" not in cols:  # a cache written before digests: its entries are re-asked once
             self._db.execute("ALTER TABLE responses ADD COLUMN digest TEXT")
+        vcols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(vectors)")}
+        if not vcols:  # embedding vectors (replaylens.retrieval's cached OpenAI-compatible embedder)
+            self._db.execute(_VECTOR_SCHEMA)
+        elif not vcols >= _VECTOR_COLUMNS:
+            raise _Damaged(f"table vectors has columns {sorted(vcols)}, not a ReplayLens request cache")
         check = self._db.execute("PRAGMA quick_check").fetchone()
         if check is None or check[0] != "ok":
             what = " ".join(str(check[0]).split())[:160] if check else "no answer"
@@ -201,6 +222,23 @@ class RequestCache:
         blob = canonical_json(dataclasses.asdict(comp))
         self._sql("INSERT OR REPLACE INTO responses (key, model, completion, digest) VALUES (?, ?, ?, ?)",
                   (key, comp.model or "", blob, entry_digest(key, blob)))
+
+    def get_vector(self, key: str) -> bytes | None:
+        """The stored vector bytes of ``key``; None on a miss, or when the entry's digest does not bind it to
+        ``key`` (then the entry is deleted and ``key`` appended to ``discarded``)."""
+        rows = self._sql("SELECT vector, digest FROM vectors WHERE key = ?", (key,))
+        if not rows:
+            return None
+        blob, digest = rows[0]
+        if not isinstance(blob, bytes) or digest != vector_digest(key, blob):
+            self._sql("DELETE FROM vectors WHERE key = ?", (key,))
+            self.discarded.append(key)
+            return None
+        return blob
+
+    def put_vector(self, key: str, model: str, blob: bytes) -> None:
+        self._sql("INSERT OR REPLACE INTO vectors (key, model, vector, digest) VALUES (?, ?, ?, ?)",
+                  (key, model, blob, vector_digest(key, blob)))
 
     def __len__(self) -> int:
         return int(self._sql("SELECT count(*) FROM responses")[0][0])

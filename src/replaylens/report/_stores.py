@@ -18,8 +18,10 @@ __all__ = ["write_store_report"]
 
 def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], *, base: dict[str, Any], k: int,
                        seed: int, records: str | os.PathLike[str], queries: str | os.PathLike[str] | None,
-                       arguments: dict[str, Any], tool_version: str) -> Path:
-    """Write report.html, summary.json (every migration's verdict and two-level readout) and manifest.json."""
+                       arguments: dict[str, Any], tool_version: str,
+                       embedding_cache: list[dict[str, Any]] | None = None) -> Path:
+    """Write report.html, summary.json (every migration's verdict and two-level readout; ``embedding_cache``: the
+    cached embedders' counts, when any) and manifest.json."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     inputs = [InputFile(role="records", path=str(records), sha256=file_sha256(Path(records)))]
@@ -33,6 +35,8 @@ def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], 
                       packages=package_versions()).model_dump(mode="json")
     summary = {"format": 1, "store": base, "k": k, "seed": seed, "migrations": rows,
                "verdicts": [r["verdict"] for r in rows]}
+    if embedding_cache:
+        summary["embedding_cache"] = embedding_cache
     html = render_template("stores.html.j2", s=summary, manifest=man,
                            xt_rows=[(r["migration"], r["readout"]) for r in rows if r["readout"]])
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))

@@ -3,8 +3,18 @@ framework (:mod:`replaylens.stores`), retrieve top-k for future tasks, decide by
 history cell and every store migration at two levels — retrieval and decision — against a same-order rebuild."""
 
 from ._check import StoreMigrationResult, StreamInput, check_store_migrations
+from ._embedcache import CachedEmbedder, cached_embedder
 from ._example import EXAMPLE_FILES, EXAMPLES, OPTIMIZERS, TOOLS, build_example, example_path, write_example
-from ._items import MemoryItem, Retrieved, StoreSpec, build_store, item_from_task, query_store, text_of
+from ._items import (
+    MemoryItem,
+    Retrieved,
+    StoreSpec,
+    build_store,
+    embedding_stats,
+    item_from_task,
+    query_store,
+    text_of,
+)
 from ._migrations import KINDS, LAWS, Migration, plan_migrations
 from ._policy import RetrievalAgent, decide, make_agent
 from ._readouts import CATEGORIES, Comparison, TwoLevel, crosstab_lines, two_level
@@ -18,6 +28,7 @@ __all__ = [
     "KINDS",
     "LAWS",
     "TOOLS",
+    "CachedEmbedder",
     "Comparison",
     "MemoryItem",
     "Migration",
@@ -29,9 +40,11 @@ __all__ = [
     "TwoLevel",
     "build_example",
     "build_store",
+    "cached_embedder",
     "check_store_migrations",
     "crosstab_lines",
     "decide",
+    "embedding_stats",
     "example_path",
     "item_from_task",
     "make_agent",

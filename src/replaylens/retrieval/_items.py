@@ -20,8 +20,8 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["MemoryItem", "Retrieved", "StoreSpec", "build_store", "embedder_for", "item_from_task", "query_store",
-           "similarities", "text_of"]
+__all__ = ["MemoryItem", "Retrieved", "StoreSpec", "build_store", "embedder_for", "embedding_stats", "item_from_task",
+           "query_store", "similarities", "text_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,16 +86,31 @@ class StoreSpec:
                 "batch_size": self.batch_size}
 
 
-_EMBEDDERS: dict[str, Any] = {}
+_EMBEDDERS: dict[tuple[str, str | None], Any] = {}
 
 
 def embedder_for(spec: str) -> Any:
-    """The embedder of ``spec`` (built once per process: every embedder is deterministic)."""
-    if spec not in _EMBEDDERS:
+    """The embedder of ``spec`` (built once per process: every embedder is deterministic); an OpenAI-compatible
+    one (``openai:MODEL@URL``) behind the cross-run request cache (``$REPLAYLENS_CACHE`` or the default path)."""
+    key = (spec, str(_cache_path()) if spec.startswith("openai:") else None)
+    if key not in _EMBEDDERS:
         from ..stores import make_embedder
+        from ._embedcache import cached_embedder
 
-        _EMBEDDERS[spec] = make_embedder(spec)
-    return _EMBEDDERS[spec]
+        emb = make_embedder(spec)
+        _EMBEDDERS[key] = cached_embedder(emb, Path(key[1])) if key[1] is not None else emb
+    return _EMBEDDERS[key]
+
+
+def _cache_path() -> Path:
+    from ..llm import default_cache_path
+
+    return default_cache_path()
+
+
+def embedding_stats() -> list[dict[str, Any]]:
+    """Cache counts of every cached embedder built in this process (texts from the cache, embedded, requests)."""
+    return [e.stats() for e in _EMBEDDERS.values() if callable(getattr(e, "stats", None))]
 
 
 @contextlib.contextmanager

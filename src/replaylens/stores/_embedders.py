@@ -112,7 +112,9 @@ class WordLlamaEmbedder:
 
 class OpenAIEmbedder:
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint (``base_url`` + ``model``) through the ``openai`` package,
-    ``batch_size`` texts a request, rows in the order sent. ``dim`` is given or probed with one request."""
+    ``batch_size`` texts a request, rows in the order sent. ``dim`` is given or probed with one request.
+    ``requests`` counts the requests sent.  Uncached here: ``replaylens.retrieval`` (check-migration, the
+    retrieval agent) puts it behind the cross-run request cache (``CachedEmbedder``)."""
 
     name = "openai"
 
@@ -127,6 +129,7 @@ class OpenAIEmbedder:
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
         self._dim = dim
+        self.requests = 0
         self._client = openai.OpenAI(api_key=api_key or "no-key", base_url=self.base_url, max_retries=0,
                                      timeout=timeout_s)
 
@@ -136,7 +139,13 @@ class OpenAIEmbedder:
             self._dim = int(self._request(["dimension probe"]).shape[1])
         return self._dim
 
+    @property
+    def known_dim(self) -> int | None:
+        """The dimension if given or already learnt, else None (no request)."""
+        return self._dim
+
     def _request(self, batch: Sequence[str]) -> np.ndarray:
+        self.requests += 1
         try:
             resp = self._client.embeddings.create(model=self.model, input=list(batch))
         except Exception as exc:  # the openai package's errors: report the endpoint in one line

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,9 +14,27 @@ from typing import Any
 from ..errors import ConfigError
 from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
 
-__all__ = ["Mem0Store"]
+__all__ = ["MEM0_DIR_ENV", "Mem0Store", "import_mem0"]
 
 _ID = "rl_id"  # the record id travels in mem0's metadata (mem0 gives every memory a fresh uuid4)
+MEM0_DIR_ENV = "MEM0_DIR"
+
+
+def import_mem0() -> Any:
+    """Import mem0 with its home directory (``MEM0_DIR``, read once when ``mem0.memory.setup`` is first imported;
+    mem0 2.2.1 writes ``config.json`` there on import, and its telemetry store) pointed at a temporary directory
+    of this process, removed at exit, so an audit never writes into the user's ``~/.mem0``.  A ``MEM0_DIR`` the
+    caller set is respected; the environment is restored after the import.  When mem0 was already imported by
+    someone else, its directory is whatever that import chose."""
+    if "mem0.memory.setup" in sys.modules or os.environ.get(MEM0_DIR_ENV):
+        return import_backend("mem0", "the mem0 store")
+    home = tempfile.mkdtemp(prefix="replaylens-mem0-home-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    os.environ[MEM0_DIR_ENV] = home
+    try:
+        return import_backend("mem0", "the mem0 store")
+    finally:
+        os.environ.pop(MEM0_DIR_ENV, None)
 
 
 def _embedding_model(embedder: Embedder) -> Any:
@@ -44,7 +64,8 @@ class Mem0Store:
     default 0.1 as in mem0: a hit scoring below it is dropped, so fewer than k may return). BM25 and entity
     boosts join only when mem0's optional fastembed/spaCy models are installed; the stores extra installs
     neither. Params: ``user_id`` (scope, "replaylens"), ``collection`` ("replaylens"), ``threshold``
-    (a number, 0.1). ``MEM0_TELEMETRY=False`` is set before mem0 is imported unless the caller set it.
+    (a number, 0.1). ``MEM0_TELEMETRY=False`` is set before mem0 is imported unless the caller set it, and mem0's
+    home directory is a temporary one of this process unless ``MEM0_DIR`` is set (:func:`import_mem0`).
     """
 
     name = "mem0"
@@ -61,7 +82,7 @@ class Mem0Store:
         except ValueError:
             raise ConfigError(f"mem0 store: parameter 'threshold' must be a number; got {raw!r}") from None
         os.environ.setdefault("MEM0_TELEMETRY", "False")
-        main: Any = import_backend("mem0", "the mem0 store")
+        main: Any = import_mem0()
         self.embedder = embedder
         self._tmp: str | None = None
         if path is None:
