@@ -130,6 +130,7 @@ AGENTS: dict[str, Callable[[], Agent]] = {
     "reader-stochastic": _reader(True),
     "reader-batch-extend": _batch_reader,
     "mean": lambda: load_agent("mean"),
+    "numpy-str-answers": lambda: from_callables(lambda: 0, _count_update, lambda s, t, m: np.str_(m[s % len(m)])),
 }
 
 
@@ -200,11 +201,22 @@ def test_agent_errors_say_the_same_as_before(sub) -> None:
             return "nope" if call == "menu" else m[0]
         return from_callables(lambda: 0, update, act, name="fails")
 
-    for call, err in (("update", AgentRaised), ("act", AgentRaised), ("menu", AgentError)):
+    def failing_reader(call: str) -> Agent:
+        def batch(recs: Any, ts: Sequence[FutureInput], ms: Sequence[tuple[str, ...]], rngs: Any) -> list[Any]:
+            if call == "raise" and len(recs) > 3:
+                raise ValueError("bad batch")
+            if call == "short":
+                return [m[0] for m in ms][1:]
+            return [m[0] if len(recs) < 5 else ["unhashable"] for m in ms]
+        return HistoryReader(lambda r, t, m, g: m[0], batch_fn=batch, name="reader-fails").agent()
+
+    cases = [(failing(c), e) for c, e in (("update", AgentRaised), ("act", AgentRaised), ("menu", AgentError))]
+    cases += [(failing_reader(c), e) for c, e in (("raise", AgentRaised), ("short", AgentError), ("bad", AgentError))]
+    for agent, err in cases:
         with pytest.raises(err) as new:
-            _reference_stream(plan, sd, failing(call), lambda _n: None)
+            _reference_stream(plan, sd, agent, lambda _n: None)
         with pytest.raises(err) as old:
-            reference_before(plan, sd, failing(call), lambda _n: None)
+            reference_before(plan, sd, agent, lambda _n: None)
         assert str(new.value) == str(old.value)
 
 

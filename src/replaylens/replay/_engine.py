@@ -196,6 +196,14 @@ def _seed_table(plan: ReplayPlan, sd: StreamData) -> list[Any]:
     return list(np.broadcast_to(table, (*combos.shape[:3], len(sd.futures), plan.repeats)).tolist())
 
 
+def _in_menu(menu: tuple[str, ...], ans: object) -> bool:
+    try:
+        menu.index(ans)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
     """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
     law check per transformed history, the writer's ``update`` per record and the policy's ``act`` per
@@ -224,13 +232,22 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     # distinct menus (canonical codes), each task's menu as an index into them
     menu_rows: dict[tuple[int, ...], int] = {}
     menu_of = [menu_rows.setdefault(tuple(int(a) for a in row[row >= 0]), len(menu_rows)) for row in sd.menus]
-    distinct = [np.array(k, dtype=np.int64) for k in menu_rows]
+    menu_pad = np.full((len(menu_rows), max((len(k) for k in menu_rows), default=0)), -1, dtype=np.int64)
+    for i, k in enumerate(menu_rows):
+        menu_pad[i, : len(k)] = k
     # a writer whose states are immutable values needs no copy per snapshot (a copy per prefix is quadratic)
     snap: Callable[[object], object] = (
         (lambda s: s) if getattr(agent.writer, "immutable_state", False) is True else copy.deepcopy)
     batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
     by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
     asks_at = [[(j, p) for j in js for p in range(p_n)] for _n, js in by_prefix]
+    # the order decisions are asked in (per prefix for a PrefixPolicy, else task by task), as arrays
+    decided = [jp for asks in asks_at for jp in asks] if batch is not None else \
+        [(j, p) for j in range(j_n) for p in range(p_n)]
+    ask_j = np.array([j for j, _ in decided], dtype=np.int64)
+    ask_p = np.array([p for _, p in decided], dtype=np.int64)
+    ask_menu = [menu_of[j] for j, _ in decided]
+    ask_menu_arr = np.array(ask_menu, dtype=np.int64)
     seeds = _seed_table(plan, sd)
     init_state, update = agent.writer.init_state, agent.writer.update
     act = agent.policy.act
@@ -279,14 +296,14 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                     if t + 1 in prefixes:
                         snaps[t + 1] = snap(state)
                 # the displayed menus: codes (after ρ for a menu-mapped cell) and their labels
-                shown = [rho.array[mn] for mn in distinct] if cell.menu_map else distinct
-                menu_strs = [tuple(show[a] for a in sh.tolist()) for sh in shown]
+                shown_pad = np.where(menu_pad >= 0, rho.array[np.maximum(menu_pad, 0)], -1) if cell.menu_map \
+                    else menu_pad
+                menu_strs = [tuple(show[a] for a in row if a >= 0) for row in shown_pad.tolist()]
                 # every decision gets its own generator (the rng contract): built only if the agent reads it
                 sd_seeds = seeds[c][m][d]
                 answers: list[object] = []
                 if batch is not None:  # once per distinct prefix, with every (task, repeat) that reads it
                     carry: object = None
-                    decided: list[tuple[int, int]] = []
                     for (n, js), asks in zip(by_prefix, asks_at, strict=True):
                         try:
                             got, carry = batch.act_prefix(
@@ -303,9 +320,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                             raise AgentError(f"agent {agent.name!s} act_prefix returned {len(got_list)} labels for "
                                              f"{len(asks)} decisions (stream {sd.name!s}, prefix {n})")
                         answers.extend(got_list)
-                        decided.extend(asks)
                 else:
-                    decided = [(j, p) for j in range(j_n) for p in range(p_n)]
                     for j in range(j_n):
                         state_j, fut, menu, row = snaps[prefix_of[j]], futs[j], menu_strs[menu_of[j]], sd_seeds[j]
                         for p in range(p_n):
@@ -315,16 +330,17 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                                 if isinstance(exc, ReplayLensError):
                                     raise
                                 raise raised("act", exc, {**where, "future task": fut.task, "repeat": p}) from exc
-                inverse = rho.inverse.array if cell.menu_map else None
-                for (j, p), ans in zip(decided, answers, strict=True):
-                    i = menu_of[j]
-                    try:
-                        k = menu_strs[i].index(ans)
-                    except (ValueError, TypeError):
-                        raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
-                                         f"{list(menu_strs[i])} (stream {sd.name!s}, task {futs[j].task!s})") from None
-                    a = int(shown[i][k])
-                    out[c, m, d, p, j] = int(inverse[a]) if inverse is not None else a
+                try:  # the answers' menu positions, in one pass; the first bad answer is named below
+                    ks = list(map(tuple.index, [menu_strs[i] for i in ask_menu], answers))
+                except (ValueError, TypeError):
+                    for (j, _p), ans in zip(decided, answers, strict=True):
+                        if not _in_menu(menu_strs[menu_of[j]], ans):
+                            raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
+                                             f"{list(menu_strs[menu_of[j]])} (stream {sd.name!s}, task "
+                                             f"{futs[j].task!s})") from None
+                    raise
+                a = shown_pad[ask_menu_arr, np.asarray(ks, dtype=np.int64)]
+                out[c, m, d][ask_p, ask_j] = rho.inverse.array[a] if cell.menu_map else a
                 tick(j_n * p_n)
     return out
 
