@@ -20,11 +20,15 @@ For each agent the script times, in CPU seconds of this process (best of ``--run
   decision on the same transformed histories, prepared beforehand and untimed; every decision gets a
   generator only where the agent draws (``default_rng`` of the same seed), none otherwise.
 
+With ``--before`` it also times, once, the per-record loop as it was before issue 27 (kept verbatim as
+the tests' oracle, ``tests/replay/_perrecord_before.py``) and checks it decides identically.
+
 It checks that both give identical decisions (exit status 1 otherwise) and prints the engine's
 decisions per CPU second, the headline (the slower of the two trivial agents against the 100,000/s
 target) last.
 
     python bench/perrecord.py             # default scale (~1 minute)
+    python bench/perrecord.py --before    # also the loop before issue 27 (~1 minute more)
     python bench/perrecord.py --quick     # 2 streams, smoke run
 """
 
@@ -32,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -174,6 +180,17 @@ def engine_codes(plan: ReplayPlan, sds: list[StreamData], outs: list[np.ndarray]
     return [int(x) for o in outs for x in o.transpose(2, 0, 1, 4, 3).reshape(-1)]
 
 
+def load_before() -> Callable[..., np.ndarray]:
+    """The per-record loop before issue 27 (the tests' oracle copy)."""
+    path = Path(__file__).resolve().parent.parent / "tests" / "replay" / "_perrecord_before.py"
+    spec = importlib.util.spec_from_file_location("_perrecord_before", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn: Callable[..., np.ndarray] = mod._reference_stream
+    return fn
+
+
 def best_cpu(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
     best, got = float("inf"), None
     for _ in range(runs):
@@ -189,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 streams instead of 8 (smoke run)")
     ap.add_argument("--streams", type=int, default=None, help="number of streams (default 8)")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of each side, best taken (default 3)")
+    ap.add_argument("--before", action="store_true", help="also time the per-record loop before issue 27 (once)")
     ap.add_argument("--seed", type=int, default=SEED, help=f"substrate seed (default {SEED})")
     args = ap.parse_args(argv)
 
@@ -207,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
           "at a time; loop: the agent's update/act on the same prepared histories")
     print(f"  python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, seed {args.seed}")
     print()
+    before = load_before() if args.before else None
     head = f"{'agent':<18} {'decisions':>10} {'engine s':>9} {'loop s':>8} {'engine/s':>10} {'loop/s':>10} {'ratio':>6}"
+    if before is not None:
+        head += f" {'before s':>9} {'speed-up':>8}"
     print(head)
     print("-" * len(head))
     rates: dict[str, float] = {}
@@ -220,13 +241,20 @@ def main(argv: list[str] | None = None) -> int:
         loop_s, answers = best_cpu(lambda a=agent, h=hists, dr=draws: direct_loop(h, a, dr), args.runs)
         n = sum(int(o.size) for o in outs)
         same = engine_codes(plan, ordered, outs) == decode(hists, answers)
+        extra = ""
+        if before is not None:
+            old_s, olds = best_cpu(lambda a=agent: [before(plan, sd, a, lambda _n: None) for sd in ordered], 1)
+            same = same and all(np.array_equal(o, b) for o, b in zip(outs, olds, strict=True))
+            extra = f" {old_s:>9.3f} {old_s / eng_s:>7.1f}x"
         if not same:
             problems.append(name)
         rates[name] = n / eng_s
         print(f"{name:<18} {n:>10,} {eng_s:>9.3f} {loop_s:>8.3f} {n / eng_s:>10,.0f} {n / loop_s:>10,.0f} "
-              f"{eng_s / loop_s:>5.2f}x{'' if same else '  MISMATCH'}", flush=True)
+              f"{eng_s / loop_s:>5.2f}x{extra}{'' if same else '  MISMATCH'}", flush=True)
     print("-" * len(head))
     print("ratio: engine CPU time / direct-loop CPU time for the same decisions (1.00x = no engine overhead)")
+    if before is not None:
+        print("speed-up: CPU time of the loop before issue 27 / the engine's, same agent, identical decisions")
     if problems:
         print(f"ERROR: the engine and the direct loop decided differently for: {', '.join(problems)}",
               file=sys.stderr)
