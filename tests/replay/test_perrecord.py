@@ -20,7 +20,7 @@ from replaylens.bandit import make_bandit
 from replaylens.errors import AgentError, AgentRaised
 from replaylens.replay import ReplayPlan, StreamData, decision_seeds, plan_replay, prepare_streams
 from replaylens.replay._engine import _reference_stream, _seed_table
-from replaylens.replay._lazyrng import is_seeded, lazy_generator
+from replaylens.replay._lazyrng import SeedBlock, is_seeded, lazy_generator, pcg64_words
 from replaylens.replay._seeds import task_keys
 
 
@@ -155,7 +155,7 @@ def test_seed_table_is_decision_seeds(sub) -> None:
     plan, sds = _plan(sub, draws=2, repeats=3, seed=99)
     for s in plan.streams:
         sd = sds[s]
-        table = np.array(_seed_table(plan, sd), dtype=np.uint64)
+        table = _seed_table(plan, sd)
         tk = task_keys([f.task for f in sd.futures])
         for c, cell in enumerate(plan.cells):
             for m, rho in enumerate(plan.maps):
@@ -249,3 +249,27 @@ def test_lazy_generator_seeds_on_any_first_read(first: str) -> None:
     getattr(lazy, first)
     assert is_seeded(lazy)
     assert lazy.bit_generator.state == np.random.default_rng(77).bit_generator.state
+
+
+def test_pcg64_words_are_seed_sequence_state() -> None:
+    rng = np.random.default_rng(0)
+    seeds = np.concatenate([rng.integers(0, 2**64 - 1, 300, dtype=np.uint64, endpoint=True),
+                            rng.integers(0, 2**32, 50, dtype=np.uint64), np.array([0, 2**32, 2**64 - 1], np.uint64)])
+    want = np.stack([np.random.SeedSequence(int(s)).generate_state(4, np.uint64) for s in seeds])
+    np.testing.assert_array_equal(pcg64_words(seeds), want)
+
+
+def test_a_seed_block_gives_each_decision_default_rng_of_its_seed() -> None:
+    seeds = np.array([5, 2**40 + 3, 2**63 + 7, 0], dtype=np.uint64)
+    block = SeedBlock(seeds)
+    gens = [block.generator(i) for i in range(len(seeds))]
+    for i in (2, 0, 3, 1):  # seeded in any order, each its own stream
+        ref = np.random.default_rng(int(seeds[i]))
+        assert gens[i].bit_generator.state == ref.bit_generator.state
+        assert gens[i].integers(10**9, size=3).tolist() == ref.integers(10**9, size=3).tolist()
+        # what the agent can ask of its seed sequence is SeedSequence(seed)'s
+        ss = gens[i].bit_generator.seed_seq
+        assert ss.entropy == int(seeds[i])
+        assert ss.generate_state(3).tolist() == ref.bit_generator.seed_seq.generate_state(3).tolist()
+        assert [c.random() for c in gens[i].spawn(2)] == [c.random() for c in ref.spawn(2)]
+        assert pickle.dumps(gens[i]) == pickle.dumps(ref)

@@ -20,7 +20,7 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
-from ._lazyrng import lazy_generator
+from ._lazyrng import SeedBlock
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
@@ -184,16 +184,16 @@ class _LazyPerms(dict[str, np.ndarray]):
         return p
 
 
-def _seed_table(plan: ReplayPlan, sd: StreamData) -> list[Any]:
-    """Every decision seed of stream ``sd`` in one vectorized pass: nested lists (cell, map, draw, task,
-    repeat) of Python ints, each equal to :func:`decision_seeds`'s for that (cell, map, draw)."""
+def _seed_table(plan: ReplayPlan, sd: StreamData) -> np.ndarray:
+    """Every decision seed of stream ``sd`` in one vectorized pass: (cell, map, draw, task, repeat) uint64,
+    each (cell, map, draw) block equal to :func:`decision_seeds`'s."""
     tkeys = task_keys([f.task for f in sd.futures])
     combos = np.array([[[combo_key(plan.rng, cell, rho, spec) for spec in plan.draws] for rho in plan.maps]
                        for cell in plan.cells], dtype=np.uint64).reshape(len(plan.cells), len(plan.maps),
                                                                           len(plan.draws), 1, 1)
     repeats = np.arange(plan.repeats, dtype=np.uint64)[None, :]
     table = _finish(np.array(stream_key(plan.seed, sd.name), dtype=np.uint64), combos, tkeys[:, None], repeats)
-    return list(np.broadcast_to(table, (*combos.shape[:3], len(sd.futures), plan.repeats)).tolist())
+    return np.ascontiguousarray(np.broadcast_to(table, (*combos.shape[:3], len(sd.futures), plan.repeats)))
 
 
 def _in_menu(menu: tuple[str, ...], ans: object) -> bool:
@@ -300,7 +300,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                     else menu_pad
                 menu_strs = [tuple(show[a] for a in row if a >= 0) for row in shown_pad.tolist()]
                 # every decision gets its own generator (the rng contract): built only if the agent reads it
-                sd_seeds = seeds[c][m][d]
+                gen = SeedBlock(seeds[c, m, d]).generator  # decision (j, p) is j * p_n + p in the block
                 answers: list[object] = []
                 if batch is not None:  # once per distinct prefix, with every (task, repeat) that reads it
                     carry: object = None
@@ -308,7 +308,7 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                         try:
                             got, carry = batch.act_prefix(
                                 snaps[n], [futs[j] for j, _ in asks], [menu_strs[menu_of[j]] for j, _ in asks],
-                                [lazy_generator(sd_seeds[j][p]) for j, p in asks], carry)
+                                [gen(j * p_n + p) for j, p in asks], carry)
                             got_list = list(got)
                         except Exception as exc:
                             if isinstance(exc, ReplayLensError):
@@ -322,10 +322,10 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                         answers.extend(got_list)
                 else:
                     for j in range(j_n):
-                        state_j, fut, menu, row = snaps[prefix_of[j]], futs[j], menu_strs[menu_of[j]], sd_seeds[j]
+                        state_j, fut, menu, first = snaps[prefix_of[j]], futs[j], menu_strs[menu_of[j]], j * p_n
                         for p in range(p_n):
                             try:
-                                answers.append(act(state_j, fut, menu, lazy_generator(row[p])))
+                                answers.append(act(state_j, fut, menu, gen(first + p)))
                             except Exception as exc:
                                 if isinstance(exc, ReplayLensError):
                                     raise
