@@ -2,7 +2,7 @@
 calling the same agent on the same states.
 
 Scale (default): 8 streams, 4 learning blocks x 48 slots, 6 strata x 48 future tasks, 10 label maps,
-4 cells (aligned, value, pair, key_slot), 1 slot draw, 1 repeat: 221,184 decisions per agent.
+4 cells (aligned, value, pair, key_slot), 1 slot draw, 1 repeat: 92,160 decisions per agent.
 
 Agents (all trivial, so that what is timed is the engine's own bookkeeping):
 
