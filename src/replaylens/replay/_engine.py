@@ -21,9 +21,10 @@ from ..interventions import TransformedBatch, cell_record, check_laws_plain, out
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ._layout import decision_query, query_layout, task_layout
+from ._lazyrng import SeedBlock
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
-from ._seeds import combo_key, decision_seeds, query_seeds, task_keys
+from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
 from ._streams import StreamData
 
 __all__ = [
@@ -190,89 +191,163 @@ class _LazyPerms(dict[str, np.ndarray]):
         return p
 
 
+def _seed_table(plan: ReplayPlan, sd: StreamData) -> np.ndarray:
+    """Every decision seed of stream ``sd`` in one vectorized pass: (cell, map, draw, task, repeat) uint64,
+    each (cell, map, draw) block equal to :func:`decision_seeds`'s."""
+    tkeys = task_keys([f.task for f in sd.futures])
+    combos = np.array([[[combo_key(plan.rng, cell, rho, spec) for spec in plan.draws] for rho in plan.maps]
+                       for cell in plan.cells], dtype=np.uint64).reshape(len(plan.cells), len(plan.maps),
+                                                                          len(plan.draws), 1, 1)
+    repeats = np.arange(plan.repeats, dtype=np.uint64)[None, :]
+    table = _finish(np.array(stream_key(plan.seed, sd.name), dtype=np.uint64), combos, tkeys[:, None], repeats)
+    return np.ascontiguousarray(np.broadcast_to(table, (*combos.shape[:3], len(sd.futures), plan.repeats)))
+
+
+def _in_menu(menu: tuple[str, ...], ans: object) -> bool:
+    try:
+        menu.index(ans)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Callable[[int], None]) -> np.ndarray:
     """Plain per-record replay of one stream: the paper's cell functional record by record, a plain
-    law check per history, the writer's ``update`` per record and the policy's ``act`` per decision — or,
-    for a :class:`PrefixPolicy` (a HistoryReader, ...), one ``act_prefix`` per distinct prefix with every
-    (task, repeat) of it and the same per-decision generators."""
+    law check per transformed history, the writer's ``update`` per record and the policy's ``act`` per
+    decision — or, for a :class:`PrefixPolicy` (a HistoryReader, ...), one ``act_prefix`` per distinct
+    prefix with every (task, repeat) of it and the same per-decision generators.
+
+    Per decision only the agent's call is paid: the generator is seeded (as ``default_rng(seed)``) only
+    if the agent reads it (:mod:`._lazyrng`), seeds are derived for the whole stream at once,
+    menus are shown once per distinct menu, and where the agent failed is only spelled out when it did.
+    """
     c_n, m_n, d_n, p_n, j_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sd.futures)
     out = np.empty((c_n, m_n, d_n, p_n, j_n), dtype=np.int64)
     ns = agent.namespace
-    labels = plan.labels
-    prefixes = set(sd.prefixes.tolist())
+    kappa = [ns.kappa(lab) for lab in plan.labels]   # the writer's key of each label code
+    show = [ns.show(lab) for lab in plan.labels]     # the policy's menu entry of each label code
+    prefix_of = sd.prefix.tolist()
+    prefixes = set(prefix_of)
     futs = [_future_input(sd, j) for j in range(j_n)]
     base_inputs = sd.task_inputs
     t_n = sd.length
+    slots = sd.slots.tolist()
     block = sd.block_local.tolist()
     codes, outcomes = sd.codes, sd.outcomes
-    menus = [sd.menus[j][sd.menus[j] >= 0] for j in range(j_n)]
+    code_list, outcome_list = codes.tolist(), outcomes.tolist()
+    identity = np.arange(len(plan.labels), dtype=np.int64)
+    # distinct menus (canonical codes), each task's menu as an index into them
+    menu_rows: dict[tuple[int, ...], int] = {}
+    menu_of = [menu_rows.setdefault(tuple(int(a) for a in row[row >= 0]), len(menu_rows)) for row in sd.menus]
+    menu_pad = np.full((len(menu_rows), max((len(k) for k in menu_rows), default=0)), -1, dtype=np.int64)
+    for i, k in enumerate(menu_rows):
+        menu_pad[i, : len(k)] = k
     # a writer whose states are immutable values needs no copy per snapshot (a copy per prefix is quadratic)
     snap: Callable[[object], object] = (
         (lambda s: s) if getattr(agent.writer, "immutable_state", False) is True else copy.deepcopy)
     batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
     by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
-    tkeys = task_keys([f.task for f in sd.futures])
+    asks_at = [[(j, p) for j in js for p in range(p_n)] for _n, js in by_prefix]
+    # the order decisions are asked in (per prefix for a PrefixPolicy, else task by task), as arrays
+    decided = [jp for asks in asks_at for jp in asks] if batch is not None else \
+        [(j, p) for j in range(j_n) for p in range(p_n)]
+    ask_j = np.array([j for j, _ in decided], dtype=np.int64)
+    ask_p = np.array([p for _, p in decided], dtype=np.int64)
+    ask_menu = [menu_of[j] for j, _ in decided]
+    ask_menu_arr = np.array(ask_menu, dtype=np.int64)
+    seeds = _seed_table(plan, sd)
+    init_state, update = agent.writer.init_state, agent.writer.update
+    act = agent.policy.act
+
+    def raised(call: str, exc: Exception, where: dict[str, object]) -> AgentRaised:
+        return AgentRaised(agent.name, call, where, exc)
+
     for d, spec in enumerate(plan.draws):
         perms = _LazyPerms(spec, sd)  # a role's permutation is drawn only when a cell reads it
         for c, cell in enumerate(plan.cells):
-            sources = [perms[r].tolist() if r != "id" else list(range(t_n))
-                       for r in (cell.key_from, cell.outcome_from, cell.task_from)]
+            # the cell functional at the identity map: keys before ρ, utilities and task positions
+            recs = [cell_record(cell, codes, outcomes, t, identity, perms) for t in range(t_n)]
+            task_in = [base_inputs[x] if base_inputs[x].slot == slots[t] else replace(base_inputs[x], slot=slots[t])
+                       for t, (_k, _u, x) in enumerate(recs)]
+            utils = [u for _k, u, _x in recs]
+            if plan.check_laws:  # ρ is a bijection applied to both histories: a law holds under ρ iff at ρ = id
+                rho0 = plan.maps[0]
+                img = rho0.array.tolist() if cell.history_map else None
+                keys0 = [k for k, _u, _x in recs] if img is None else [img[k] for k, _u, _x in recs]
+                sources = [perms[r].tolist() if r != "id" else list(range(t_n))
+                           for r in (cell.key_from, cell.outcome_from, cell.task_from)]
+                bad = check_laws_plain(
+                    cell.preserves, block=block, keys=keys0, outcomes=utils, tasks=[x for _k, _u, x in recs],
+                    ref_keys=code_list if img is None else [img[k] for k in code_list],
+                    ref_outcomes=outcome_list, sources=sources, menu_changed=cell.menu_map)
+                if bad is not None:
+                    raise LawViolation(cell.name, bad.value, f"stream {sd.name!r}, map {rho0.name}, draw {d}")
             for m, rho in enumerate(plan.maps):
-                img = rho.array if cell.history_map else np.arange(rho.n)
-                recs = [cell_record(cell, codes, outcomes, t, rho.array, perms) for t in range(t_n)]
-                if plan.check_laws:
-                    bad = check_laws_plain(
-                        cell.preserves, block=block, keys=[r[0] for r in recs], outcomes=[r[1] for r in recs],
-                        tasks=[r[2] for r in recs], ref_keys=[int(img[k]) for k in codes],
-                        ref_outcomes=outcomes.tolist(), sources=sources, menu_changed=cell.menu_map)
-                    if bad is not None:
-                        raise LawViolation(cell.name, bad.value, f"stream {sd.name!r}, map {rho.name}, draw {d}")
+                images = rho.array.tolist()
+                keys = [kappa[images[k]] if cell.history_map else kappa[k] for k, _u, _x in recs]
                 where = {"stream": sd.name, "cell": cell.name, "map": rho.name, "draw": d}
-                with _agent_call(agent, "init_state", where):
-                    state = agent.writer.init_state()
+                try:
+                    state = init_state()
+                except Exception as exc:
+                    if isinstance(exc, ReplayLensError):
+                        raise
+                    raise raised("init_state", exc, where) from exc
                 snaps = {0: snap(state)} if 0 in prefixes else {}
-                for t, (key, u, x) in enumerate(recs):
-                    ti = replace(base_inputs[x], slot=int(sd.slots[t]))
-                    with _agent_call(agent, "update", {**where, "history record": t + 1}):
-                        state = agent.writer.update(state, ti, ns.kappa(labels[key]), u)
+                for t in range(t_n):
+                    try:
+                        state = update(state, task_in[t], keys[t], utils[t])
+                    except Exception as exc:
+                        if isinstance(exc, ReplayLensError):
+                            raise
+                        raise raised("update", exc, {**where, "history record": t + 1}) from exc
                     if t + 1 in prefixes:
                         snaps[t + 1] = snap(state)
-                # every decision gets its own generator (the rng contract), deterministic agents included
-                seeds = decision_seeds(plan.seed, plan.rng, sd.name, tkeys, p_n, cell, rho, spec)
-                shown = [rho.array[menus[j]] if cell.menu_map else menus[j] for j in range(j_n)]
-                menu_strs = [tuple(ns.show(labels[int(a)]) for a in sh) for sh in shown]
-
-                decided: list[tuple[int, int, Any]] = []
+                # the displayed menus: codes (after ρ for a menu-mapped cell) and their labels
+                shown_pad = np.where(menu_pad >= 0, rho.array[np.maximum(menu_pad, 0)], -1) if cell.menu_map \
+                    else menu_pad
+                menu_strs = [tuple(show[a] for a in row if a >= 0) for row in shown_pad.tolist()]
+                # every decision gets its own generator (the rng contract): built only if the agent reads it
+                gen = SeedBlock(seeds[c, m, d]).generator  # decision (j, p) is j * p_n + p in the block
+                answers: list[object] = []
                 if batch is not None:  # once per distinct prefix, with every (task, repeat) that reads it
                     carry: object = None
-                    for n, js in by_prefix:
-                        asks = [(j, p) for j in js for p in range(p_n)]
-                        at = {**where, "future task": futs[js[0]].task, "prefix records": n,
-                              "decisions at this prefix": len(asks)}
-                        with _agent_call(agent, "act_prefix", at):
+                    for (n, js), asks in zip(by_prefix, asks_at, strict=True):
+                        try:
                             got, carry = batch.act_prefix(
-                                snaps[n], [futs[j] for j, _ in asks], [menu_strs[j] for j, _ in asks],
-                                [np.random.default_rng(int(seeds[j, p])) for j, p in asks], carry)
-                            answers = list(got)
-                        if len(answers) != len(asks):
-                            raise AgentError(f"agent {agent.name!s} act_prefix returned {len(answers)} labels for "
+                                snaps[n], [futs[j] for j, _ in asks], [menu_strs[menu_of[j]] for j, _ in asks],
+                                [gen(j * p_n + p) for j, p in asks], carry)
+                            got_list = list(got)
+                        except Exception as exc:
+                            if isinstance(exc, ReplayLensError):
+                                raise
+                            raise raised("act_prefix", exc, {**where, "future task": futs[js[0]].task,
+                                                             "prefix records": n,
+                                                             "decisions at this prefix": len(asks)}) from exc
+                        if len(got_list) != len(asks):
+                            raise AgentError(f"agent {agent.name!s} act_prefix returned {len(got_list)} labels for "
                                              f"{len(asks)} decisions (stream {sd.name!s}, prefix {n})")
-                        decided.extend((j, p, ans) for (j, p), ans in zip(asks, answers, strict=True))
+                        answers.extend(got_list)
                 else:
                     for j in range(j_n):
+                        state_j, fut, menu, first = snaps[prefix_of[j]], futs[j], menu_strs[menu_of[j]], j * p_n
                         for p in range(p_n):
-                            rng = np.random.default_rng(int(seeds[j, p]))
-                            with _agent_call(agent, "act", {**where, "future task": futs[j].task, "repeat": p}):
-                                ans = agent.policy.act(snaps[int(sd.prefix[j])], futs[j], menu_strs[j], rng)
-                            decided.append((j, p, ans))
-                for j, p, ans in decided:
-                    try:
-                        k = menu_strs[j].index(ans)
-                    except (ValueError, TypeError):
-                        raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
-                                         f"{list(menu_strs[j])} (stream {sd.name!s}, task {futs[j].task!s})") from None
-                    a = int(shown[j][k])
-                    out[c, m, d, p, j] = int(rho.inverse.array[a]) if cell.menu_map else a
+                            try:
+                                answers.append(act(state_j, fut, menu, gen(first + p)))
+                            except Exception as exc:
+                                if isinstance(exc, ReplayLensError):
+                                    raise
+                                raise raised("act", exc, {**where, "future task": fut.task, "repeat": p}) from exc
+                try:  # the answers' menu positions, in one pass; the first bad answer is named below
+                    ks = list(map(tuple.index, [menu_strs[i] for i in ask_menu], answers))
+                except (ValueError, TypeError):
+                    for (j, _p), ans in zip(decided, answers, strict=True):
+                        if not _in_menu(menu_strs[menu_of[j]], ans):
+                            raise AgentError(f"agent {agent.name!s} chose {_plain(ans)!r}, which is not in the menu "
+                                             f"{list(menu_strs[menu_of[j]])} (stream {sd.name!s}, task "
+                                             f"{futs[j].task!s})") from None
+                    raise
+                a = shown_pad[ask_menu_arr, np.asarray(ks, dtype=np.int64)]
+                out[c, m, d][ask_p, ask_j] = rho.inverse.array[a] if cell.menu_map else a
                 tick(j_n * p_n)
     return out
 
