@@ -162,13 +162,24 @@ def test_same_bytes_for_any_thread_count(n: int) -> None:
         assert [x.null_distribution.tobytes() for x in f] == [x.null_distribution.tobytes() for x in flips[0]]
 
 
-def test_same_bytes_for_any_blas_thread_count() -> None:
+def test_same_bytes_for_any_blas_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With threadpoolctl the blocks hold BLAS to one thread; without it BLAS uses all its threads."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    v = _data(2_000, seed=6)
-    free = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
-    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-        one = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
-    assert one == free
+    v = np.tile(_data(2_000, seed=6), 4) * np.arange(1, 13)  # 12 columns: products large enough to thread
+    held = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
+    held_flip = shared_sign_flip_tests(v, n_resamples=600, seed=2, threads=1)[2].null_distribution.tobytes()
+    real_import = importlib.import_module
+
+    def no_threadpoolctl(name: str) -> object:
+        if name == "threadpoolctl":
+            raise ImportError(name)
+        return real_import(name)
+
+    monkeypatch.setattr(shared.importlib, "import_module", no_threadpoolctl)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        free = shared_bootstrap(v, n_resamples=600, seed=2, threads=2)[0].distribution.tobytes()
+        free_flip = shared_sign_flip_tests(v, n_resamples=600, seed=2, threads=1)[2].null_distribution.tobytes()
+    assert free == held and free_flip == held_flip
 
 
 def test_same_seed_same_bytes_and_another_seed_differs() -> None:
