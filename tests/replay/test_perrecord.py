@@ -273,3 +273,22 @@ def test_a_seed_block_gives_each_decision_default_rng_of_its_seed() -> None:
         assert ss.generate_state(3).tolist() == ref.bit_generator.seed_seq.generate_state(3).tolist()
         assert [c.random() for c in gens[i].spawn(2)] == [c.random() for c in ref.spawn(2)]
         assert pickle.dumps(gens[i]) == pickle.dumps(ref)
+
+
+def test_history_reader_prefix_states_are_the_states_update_reaches(sub) -> None:
+    reader = HistoryReader(lambda r, t, m, g: m[0])
+    plan, sds = _plan(sub, cells="")
+    sd = sds[plan.streams[0]]
+    tasks, keys, outs = list(sd.task_inputs), [f"k{i % 3}" for i in range(sd.length)], sd.outcomes.tolist()
+    state, by_update = reader.init_state(), {0: reader.init_state()}
+    for t in range(sd.length):
+        state = reader.update(state, tasks[t], keys[t], outs[t])
+        by_update[t + 1] = state
+    cuts = [0, 1, sd.length // 2, sd.length]
+    assert reader.prefix_states(tasks, keys, outs, cuts) == {n: by_update[n] for n in cuts}
+
+    class Redefined(HistoryReader):
+        def update(self, state: Any, task: Any, key: str, outcome: float) -> Any:
+            return (*state, key)
+    assert Redefined(lambda r, t, m, g: m[0]).prefix_states(tasks, keys, outs, cuts) is None
+    _both(plan, sds, lambda: Redefined(lambda r, t, m, g: m[len(r) % len(m)]).agent())

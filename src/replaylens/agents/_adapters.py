@@ -114,6 +114,16 @@ class HistoryReader:
     def update(self, state: tuple[Visible, ...], task: TaskInput, key: str, outcome: float) -> tuple[Visible, ...]:
         return (*state, Visible(task, key, outcome))
 
+    def prefix_states(self, tasks: Sequence[TaskInput], keys: Sequence[str], outcomes: Sequence[float],
+                      prefixes: Sequence[int]) -> dict[int, tuple[Visible, ...]] | None:
+        """The states ``update`` would reach after each prefix length, built at once (the replay's per-record
+        path asks this instead of one ``update`` per record, which copies the tuple each time); ``None``
+        when a subclass redefines ``init_state`` or ``update``."""
+        if type(self).update is not HistoryReader.update or type(self).init_state is not HistoryReader.init_state:
+            return None
+        visible = [Visible(t, k, u) for t, k, u in zip(tasks, keys, outcomes, strict=True)]
+        return {n: tuple(visible[:n]) for n in prefixes}
+
     def act(self, state: tuple[Visible, ...], task: FutureInput, menu: tuple[str, ...],
             rng: np.random.Generator) -> str:
         return self.fn(state if self.extend is None else self.extend(None, state), task, menu, rng)

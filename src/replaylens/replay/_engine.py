@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch
+from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
@@ -203,6 +203,29 @@ def _seed_table(plan: ReplayPlan, sd: StreamData) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(table, (*combos.shape[:3], len(sd.futures), plan.repeats)))
 
 
+def _write_prefixes(agent: Agent, init_state: Callable[[], Any], update: Callable[..., Any],
+                    snap: Callable[[object], object], task_in: list[TaskInput], keys: list[str], utils: list[float],
+                    prefixes: set[int], where: dict[str, object]) -> dict[int, Any]:
+    """The writer's state after each prefix length in ``prefixes``: ``init_state`` then ``update`` per record."""
+    try:
+        state = init_state()
+    except Exception as exc:
+        if isinstance(exc, ReplayLensError):
+            raise
+        raise AgentRaised(agent.name, "init_state", where, exc) from exc
+    snaps = {0: snap(state)} if 0 in prefixes else {}
+    for t in range(len(task_in)):
+        try:
+            state = update(state, task_in[t], keys[t], utils[t])
+        except Exception as exc:
+            if isinstance(exc, ReplayLensError):
+                raise
+            raise AgentRaised(agent.name, "update", {**where, "history record": t + 1}, exc) from exc
+        if t + 1 in prefixes:
+            snaps[t + 1] = snap(state)
+    return snaps
+
+
 def _in_menu(menu: tuple[str, ...], ans: object) -> bool:
     try:
         menu.index(ans)
@@ -243,8 +266,9 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     for i, k in enumerate(menu_rows):
         menu_pad[i, : len(k)] = k
     # a writer whose states are immutable values needs no copy per snapshot (a copy per prefix is quadratic)
+    immutable = getattr(agent.writer, "immutable_state", False) is True
     snap: Callable[[object], object] = (
-        (lambda s: s) if getattr(agent.writer, "immutable_state", False) is True else copy.deepcopy)
+        (lambda s: s) if immutable else copy.deepcopy)
     batch = agent.policy if isinstance(agent.policy, PrefixPolicy) else None
     by_prefix = [(int(n), np.flatnonzero(sd.prefix == n).tolist()) for n in sd.prefixes]
     asks_at = [[(j, p) for j in js for p in range(p_n)] for _n, js in by_prefix]
@@ -257,6 +281,9 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
     ask_menu_arr = np.array(ask_menu, dtype=np.int64)
     seeds = _seed_table(plan, sd)
     init_state, update = agent.writer.init_state, agent.writer.update
+    # a writer of immutable states that builds every prefix state at once (a HistoryReader: slices of one tuple)
+    prefix_states = getattr(agent.writer, "prefix_states", None) if immutable else None
+    prefix_order = sorted(prefixes)
     act = agent.policy.act
 
     def raised(call: str, exc: Exception, where: dict[str, object]) -> AgentRaised:
@@ -286,22 +313,9 @@ def _reference_stream(plan: ReplayPlan, sd: StreamData, agent: Agent, tick: Call
                 images = rho.array.tolist()
                 keys = [kappa[images[k]] if cell.history_map else kappa[k] for k, _u, _x in recs]
                 where = {"stream": sd.name, "cell": cell.name, "map": rho.name, "draw": d}
-                try:
-                    state = init_state()
-                except Exception as exc:
-                    if isinstance(exc, ReplayLensError):
-                        raise
-                    raise raised("init_state", exc, where) from exc
-                snaps = {0: snap(state)} if 0 in prefixes else {}
-                for t in range(t_n):
-                    try:
-                        state = update(state, task_in[t], keys[t], utils[t])
-                    except Exception as exc:
-                        if isinstance(exc, ReplayLensError):
-                            raise
-                        raise raised("update", exc, {**where, "history record": t + 1}) from exc
-                    if t + 1 in prefixes:
-                        snaps[t + 1] = snap(state)
+                snaps = prefix_states(task_in, keys, utils, prefix_order) if prefix_states is not None else None
+                if snaps is None:
+                    snaps = _write_prefixes(agent, init_state, update, snap, task_in, keys, utils, prefixes, where)
                 # the displayed menus: codes (after ρ for a menu-mapped cell) and their labels
                 shown_pad = np.where(menu_pad >= 0, rho.array[np.maximum(menu_pad, 0)], -1) if cell.menu_map \
                     else menu_pad
