@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm, stream_perms
+from replaylens.maps._batch import VEC_MIN_STREAMS_PER_SLOT
 from replaylens.maps._pcg import VectorPCG64, pcg64_states, shuffle_draws
 from replaylens.rng import derive_seed, stable_int
 
@@ -60,6 +61,24 @@ def test_long_blocks_and_short_streams_in_one_batch() -> None:
     names = [f"n{i}" for i in range(len(blocks))]
     spec = SlotSpec(value_seed=20261121003, time_seed=7, reorder_seed=0, pair_shares_value=False,
                     pair_law=SlotLaw.PERMUTATION)
+    got = stream_perms(spec, ("value", "pair", "time", "reorder"), names, padded)
+    for role, perm in got.items():
+        for i, b in enumerate(blocks):
+            assert perm[i, : b.size].tolist() == stream_perm(spec, role, names[i], b).tolist(), (role, i)
+
+
+def test_many_short_streams_use_the_vectorized_generators_and_agree() -> None:
+    rng = np.random.default_rng(8)
+    blocks = [np.repeat(np.arange(k), rng.integers(1, 5, size=k)) for k in rng.integers(1, 4, size=300)]
+    blocks += [np.repeat(np.arange(2), [80, 2]), np.zeros(1, dtype=np.int64)]  # one long stream, one record
+    slots = [int(sum(n for n in np.bincount(b) if n > 1)) for b in blocks[:300]]
+    assert VEC_MIN_STREAMS_PER_SLOT * max(slots) <= 300  # the short streams go through shuffle_draws
+    t_n = max(b.size for b in blocks)
+    padded = np.full((len(blocks), t_n), -1, dtype=np.int64)
+    for i, b in enumerate(blocks):
+        padded[i, : b.size] = b
+    names = [f"stream-{i}" for i in range(len(blocks))]
+    spec = SlotSpec.from_seed(20261121, draw=2)
     got = stream_perms(spec, ("value", "pair", "time", "reorder"), names, padded)
     for role, perm in got.items():
         for i, b in enumerate(blocks):

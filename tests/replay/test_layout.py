@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaylens.replay._layout import decision_query, query_layout, task_layout
+from replaylens.replay._layout import query_layout, stream_decisions, task_layout
 
 
 def _streams(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -57,13 +57,14 @@ def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.nda
         a_off += n_a
     assert ql.task.tolist() == np.concatenate(q_task).tolist()
     assert ql.repeat.tolist() == (np.arange(ql.task.shape[0]) % p_n).tolist()
-    # every decision's query reads its own task, combination and repeat
+    # every decision's answer comes from the query of its own task, combination and repeat
     c_n, d_n, m_n = cdm, 1, 1
-    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
+    got = stream_decisions(np.arange(ql.task.shape[0]), lay, ql, (c_n, m_n, d_n, p_n))
     first_task = 0
     for i, (prefix, _, _) in enumerate(streams):
         j = prefix.shape[0]
-        q = which[offsets[i]:offsets[i + 1]].reshape(c_n, m_n, d_n, p_n, j)
+        q = got[i]
+        assert q.shape == (c_n, m_n, d_n, p_n, j)
         assert (ql.stream[q] == i).all()
         assert (ql.combo[q] == np.arange(c_n)[:, None, None, None, None]).all()
         assert (ql.repeat[q] == np.arange(p_n)[:, None]).all()

@@ -20,7 +20,7 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
-from ._layout import decision_query, query_layout, task_layout
+from ._layout import query_layout, stream_decisions, task_layout
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import combo_key, decision_seeds, query_seeds, task_keys
@@ -337,11 +337,8 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
                          f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
     decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
-    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
-    flat = decoded[which]
-    results = [flat[lo:hi].reshape(c_n, m_n, d_n, p_n, j) for lo, hi, j in
-               zip(offsets[:-1].tolist(), offsets[1:].tolist(), lay.tasks_per_stream.tolist(), strict=True)]
-    tick(int(flat.shape[0]))
+    results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
+    tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
 
 
