@@ -75,3 +75,25 @@ def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.nda
         else:
             assert (asked == first_task + np.arange(j)).all()
         first_task += j
+
+
+def test_utilities_for_equals_the_evaluator_task_by_task() -> None:
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import plan_replay, prepare_streams
+    from replaylens.replay._engine import utilities_for
+
+    sub = make_bandit(n_streams=6, slots_per_block=4, n_future=3, rng=5)
+    plan = plan_replay(sub.history, sub.futures, cells="value")
+    sds = prepare_streams(plan, sub.history, sub.futures)
+    ordered = [sds[s] for s in plan.streams]
+    util, oracle = utilities_for(ordered, sub.evaluator, len(plan.labels))
+    code = {lab: i for i, lab in enumerate(plan.labels)}
+    i = 0
+    for sd in ordered:
+        for f in sd.futures:
+            want = np.full(len(plan.labels), np.nan)
+            want[[code[a] for a in f.menu]] = sub.evaluator.utilities(f)
+            np.testing.assert_array_equal(util[i], want)
+            assert oracle[i] == code[sub.evaluator.oracle(f)]
+            i += 1
+    assert i == util.shape[0] == oracle.shape[0]

@@ -382,16 +382,16 @@ def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path
 
 def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """(N, L) counterfactual utilities by label code (NaN off-menu) and the (N,) first-maximum oracle codes."""
-    n = sum(len(sd.futures) for sd in sds)
+    menus = (np.concatenate([sd.menus for sd in sds]) if sds else np.empty((0, 1), dtype=np.int64))
+    n = menus.shape[0]
+    on = menus >= 0
+    table = evaluator.table
+    vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
+                        for a in f.menu), dtype=np.float64, count=int(on.sum()))
     util = np.full((n, n_labels), np.nan)
-    oracle = np.empty(n, dtype=np.int64)
-    i = 0
-    for sd in sds:
-        for j, f in enumerate(sd.futures):
-            menu = sd.menus[j][sd.menus[j] >= 0]
-            row = evaluator.table[(f.stream, f.task)]
-            vals = np.fromiter((row[a] for a in f.menu), dtype=np.float64, count=len(f.menu))
-            util[i, menu] = vals
-            oracle[i] = menu[int(np.argmax(vals))]
-            i += 1
-    return util, oracle
+    r, c = np.nonzero(on)  # row-major: each task's menu in order, as ``vals``
+    util[r, menus[r, c]] = vals
+    scored = np.full(menus.shape, -np.inf)
+    scored[r, c] = vals
+    oracle = menus[np.arange(n), np.argmax(scored, axis=1)] if n else np.empty(0, dtype=np.int64)
+    return util, oracle.astype(np.int64)
