@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm, stream_perms
 from replaylens.maps._batch import VEC_MIN_STREAMS_PER_SLOT
 from replaylens.maps._pcg import VectorPCG64, pcg64_states, shuffle_draws
-from replaylens.rng import derive_seed, stable_int
+from replaylens.rng import derive_seed, stable_int, stable_ints
 
 LASTS = [0, 1, 5, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1, stable_int("stream:a"), stable_int("b")]
 
@@ -83,3 +83,9 @@ def test_many_short_streams_use_the_vectorized_generators_and_agree() -> None:
     for role, perm in got.items():
         for i, b in enumerate(blocks):
             assert perm[i, : b.size].tolist() == stream_perm(spec, role, names[i], b).tolist(), (role, i)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=20))
+def test_stable_ints_equal_stable_int(texts: list[str]) -> None:
+    assert stable_ints(texts).tolist() == [stable_int(t) for t in texts]
