@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaylens.maps import SlotLaw, SlotSpec, stream_perm, stream_perms
+from replaylens.maps._batch import VEC_MIN_STREAMS_PER_SLOT
 from replaylens.maps._pcg import VectorPCG64, pcg64_states, shuffle_draws
-from replaylens.rng import derive_seed, stable_int
+from replaylens.rng import derive_seed, stable_int, stable_ints
 
 LASTS = [0, 1, 5, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1, stable_int("stream:a"), stable_int("b")]
 
@@ -64,3 +65,27 @@ def test_long_blocks_and_short_streams_in_one_batch() -> None:
     for role, perm in got.items():
         for i, b in enumerate(blocks):
             assert perm[i, : b.size].tolist() == stream_perm(spec, role, names[i], b).tolist(), (role, i)
+
+
+def test_many_short_streams_use_the_vectorized_generators_and_agree() -> None:
+    rng = np.random.default_rng(8)
+    blocks = [np.repeat(np.arange(k), rng.integers(1, 5, size=k)) for k in rng.integers(1, 4, size=300)]
+    blocks += [np.repeat(np.arange(2), [80, 2]), np.zeros(1, dtype=np.int64)]  # one long stream, one record
+    slots = [int(sum(n for n in np.bincount(b) if n > 1)) for b in blocks[:300]]
+    assert VEC_MIN_STREAMS_PER_SLOT * max(slots) <= 300  # the short streams go through shuffle_draws
+    t_n = max(b.size for b in blocks)
+    padded = np.full((len(blocks), t_n), -1, dtype=np.int64)
+    for i, b in enumerate(blocks):
+        padded[i, : b.size] = b
+    names = [f"stream-{i}" for i in range(len(blocks))]
+    spec = SlotSpec.from_seed(20261121, draw=2)
+    got = stream_perms(spec, ("value", "pair", "time", "reorder"), names, padded)
+    for role, perm in got.items():
+        for i, b in enumerate(blocks):
+            assert perm[i, : b.size].tolist() == stream_perm(spec, role, names[i], b).tolist(), (role, i)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=20))
+def test_stable_ints_equal_stable_int(texts: list[str]) -> None:
+    assert stable_ints(texts).tolist() == [stable_int(t) for t in texts]

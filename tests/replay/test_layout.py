@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaylens.replay._layout import decision_query, query_layout, task_layout
+from replaylens.replay._layout import query_layout, stream_decisions, task_layout
 
 
 def _streams(draw: st.DrawFn) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -57,13 +57,14 @@ def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.nda
         a_off += n_a
     assert ql.task.tolist() == np.concatenate(q_task).tolist()
     assert ql.repeat.tolist() == (np.arange(ql.task.shape[0]) % p_n).tolist()
-    # every decision's query reads its own task, combination and repeat
+    # every decision's answer comes from the query of its own task, combination and repeat
     c_n, d_n, m_n = cdm, 1, 1
-    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
+    got = stream_decisions(np.arange(ql.task.shape[0]), lay, ql, (c_n, m_n, d_n, p_n))
     first_task = 0
     for i, (prefix, _, _) in enumerate(streams):
         j = prefix.shape[0]
-        q = which[offsets[i]:offsets[i + 1]].reshape(c_n, m_n, d_n, p_n, j)
+        q = got[i]
+        assert q.shape == (c_n, m_n, d_n, p_n, j)
         assert (ql.stream[q] == i).all()
         assert (ql.combo[q] == np.arange(c_n)[:, None, None, None, None]).all()
         assert (ql.repeat[q] == np.arange(p_n)[:, None]).all()
@@ -74,3 +75,25 @@ def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.nda
         else:
             assert (asked == first_task + np.arange(j)).all()
         first_task += j
+
+
+def test_utilities_for_equals_the_evaluator_task_by_task() -> None:
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import plan_replay, prepare_streams
+    from replaylens.replay._engine import utilities_for
+
+    sub = make_bandit(n_streams=6, slots_per_block=4, n_future=3, rng=5)
+    plan = plan_replay(sub.history, sub.futures, cells="value")
+    sds = prepare_streams(plan, sub.history, sub.futures)
+    ordered = [sds[s] for s in plan.streams]
+    util, oracle = utilities_for(ordered, sub.evaluator, len(plan.labels))
+    code = {lab: i for i, lab in enumerate(plan.labels)}
+    i = 0
+    for sd in ordered:
+        for f in sd.futures:
+            want = np.full(len(plan.labels), np.nan)
+            want[[code[a] for a in f.menu]] = sub.evaluator.utilities(f)
+            np.testing.assert_array_equal(util[i], want)
+            assert oracle[i] == code[sub.evaluator.oracle(f)]
+            i += 1
+    assert i == util.shape[0] == oracle.shape[0]

@@ -201,22 +201,31 @@ class BlockLinearWriter:
                 s = np.broadcast_to(s.sum(axis=3, keepdims=True), s.shape)
             return s
         h, kc, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
-        s = np.zeros((h, b, n))
+        t_n = records.keys.shape[1]
+        s = np.zeros((h * b, n))  # row h's block blk is row h * b + blk
         snaps = np.zeros((h, kc, b, n))
         d = np.float64(self.decay)
-        for k in range(kc):
-            at0 = np.flatnonzero(records.cuts[:, k] == 0)
-            snaps[at0, k] = s[at0]
-        for t in range(records.keys.shape[1]):
-            rows = np.flatnonzero(records.valid[:, t])
+        # the (history, cut) pairs read after each position, found once: cut value c is read after c records
+        flat_cuts = records.cuts.reshape(-1)
+        order = np.argsort(flat_cuts, kind="stable")
+        bounds = np.searchsorted(flat_cuts[order], np.arange(t_n + 2))
+        at0 = order[bounds[0]:bounds[1]]
+        snaps.reshape(h * kc, b, n)[at0] = s.reshape(h, b, n)[at0 // kc]
+        valid_t = np.ascontiguousarray(records.valid.T)
+        cell_t = np.ascontiguousarray((np.arange(h)[:, None] * b + records.blocks).T)
+        key_t = np.ascontiguousarray(records.keys.T)
+        inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
+        every = np.arange(h)
+        for t in range(t_n):
+            ok = valid_t[t]
+            rows = every if ok.all() else np.flatnonzero(ok)
             if rows.size:
-                blk = records.blocks[rows, t]
-                key = records.keys[rows, t]
-                s[rows, blk, :] = d * s[rows, blk, :]
-                s[rows, blk, key] = s[rows, blk, key] + inc[rows, t]
-            hit_h, hit_k = np.nonzero(records.cuts == t + 1)
-            if hit_h.size:
-                snaps[hit_h, hit_k] = s[hit_h]
+                cell, key = cell_t[t, rows], key_t[t, rows]
+                s[cell] = d * s[cell]
+                s[cell, key] = s[cell, key] + inc_t[t, rows]
+            hit = order[bounds[t + 1]:bounds[t + 2]]
+            if hit.size:
+                snaps.reshape(h * kc, b, n)[hit] = s.reshape(h, b, n)[hit // kc]
         return snaps
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:

@@ -104,11 +104,13 @@ class ReferenceRule:
             ql = query_values(cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0), queries) \
                 if self.rule == "latest" else qc
         else:
-            seen = cells.subset(vis)
-            qn = query_values(cell_sums(seen), queries)
+            all_seen = bool(vis.all())  # no masked outcome: the visible counts are the counts
+            seen = cells if all_seen else cells.subset(vis)
+            qn = qc.copy() if all_seen else query_values(cell_sums(seen), queries)
             qt = query_values(cell_sums(cells, np.where(vis, micro, 0.0)), queries)
-            qb = query_values(cell_reduce(seen, micro[vis], np.maximum, -np.inf), queries) \
-                if self.rule == "best" else qc
+            qb = qc
+            if self.rule == "best":
+                qb = query_values(cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf), queries)
             ql = qc
         pad = queries.menu < 0
         qc[pad] = 0

@@ -6,7 +6,8 @@ the block positions (one sort), the generators' seeding (one vectorized SeedSequ
 over all streams, :mod:`._pcg`) and the draws themselves (every generator advanced together, draw
 for draw as numpy's ``permutation``); roles that share a generator and a law (pair with value, by
 default) are drawn once.  A stream with a block longer than :data:`VEC_MAX_BLOCK` slots (or more
-than :data:`VEC_MAX_SLOTS` drawn slots) uses numpy's own generator, which is faster there.
+than :data:`VEC_MAX_SLOTS` drawn slots), or a batch of few long streams, uses numpy's own generator
+(seeded from the same vectorized state), which is faster there.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..rng import derive_rng, derive_seed, stable_int, stable_ints
+from ..rng import derive_seed, stable_int, stable_ints
 from ._pcg import VectorPCG64, pcg64_states, shuffle_draws
 from ._slots import SlotLaw, SlotSpec
 
-__all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "stream_perms"]
+__all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "VEC_MIN_STREAMS_PER_SLOT", "stream_perms"]
 
 _MAX_TRIES = 100_000
 VEC_MAX_BLOCK = 64
 """Largest block drawn by the vectorized generators (longer blocks: numpy's generator per stream)."""
 VEC_MAX_SLOTS = 512
 """Most drawn slots of one stream on the vectorized generators."""
+VEC_MIN_STREAMS_PER_SLOT = 8
+"""The vectorized generators run only for at least this many streams per drawn slot of the longest
+(they advance all streams together, one draw per step; few long streams are cheaper one at a time)."""
 
 
 def _block_groups(block_local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,22 +81,32 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
     if not dq.size:
         return local
     g_rows, g_first, g_count = np.unique(row_of[dq], return_index=True, return_counts=True)
-    big = (np.maximum.reduceat(sizes[dq], g_first) > VEC_MAX_BLOCK) | \
-        (np.add.reduceat(sizes[dq], g_first) > VEC_MAX_SLOTS)
-    if not big.all():
-        small = np.flatnonzero(~big)
-        q_small = dq[np.repeat(~big, g_count)]
-        first = np.r_[0, np.cumsum(g_count[small])][:-1]
-        gen = VectorPCG64(*pcg64_states([seed, stable_int(gen_role)], name_ints[g_rows[small]]))
-        drawn = shuffle_draws(gen, first, first + g_count[small], sizes[q_small], law is SlotLaw.DERANGEMENT)
+    slots = np.add.reduceat(sizes[dq], g_first)
+    small = (np.maximum.reduceat(sizes[dq], g_first) <= VEC_MAX_BLOCK) & (slots <= VEC_MAX_SLOTS)
+    if small.any() and int(small.sum()) < VEC_MIN_STREAMS_PER_SLOT * int(slots[small].max()):
+        small[:] = False  # too few streams for their length: one at a time is cheaper
+    states = pcg64_states([seed, stable_int(gen_role)], name_ints[g_rows])
+    if small.any():
+        sel = np.flatnonzero(small)
+        q_small = dq[np.repeat(small, g_count)]
+        first = np.r_[0, np.cumsum(g_count[sel])][:-1]
+        gen = VectorPCG64(*(x[sel] for x in states))
+        drawn = shuffle_draws(gen, first, first + g_count[sel], sizes[q_small], law is SlotLaw.DERANGEMENT)
         _place(local, starts[q_small], sizes[q_small], drawn)
-    for g in np.flatnonzero(big).tolist():  # a long stream: numpy's own generator, block by block
-        gr = derive_rng(seed, gen_role, names[int(g_rows[g])])
-        for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():
-            p = _draw(law, int(sizes[q]), gr)
-            if p is not None:
-                start = int(starts[q])
-                local[start : start + len(p)] = np.asarray(p, dtype=np.int64) + start
+    rest = np.flatnonzero(~small)
+    if rest.size:  # numpy's own generator, seeded from the same state, block by block
+        bit = np.random.PCG64(0)
+        gr = np.random.Generator(bit)
+        hi, lo, inc_hi, inc_lo = (x.tolist() for x in states)
+        for g in rest.tolist():
+            bit.state = {"bit_generator": "PCG64", "state": {"state": (hi[g] << 64) | lo[g],
+                                                             "inc": (inc_hi[g] << 64) | inc_lo[g]},
+                         "has_uint32": 0, "uinteger": 0}
+            for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():
+                p = _draw(law, int(sizes[q]), gr)
+                if p is not None:
+                    start = int(starts[q])
+                    local[start : start + len(p)] = np.asarray(p, dtype=np.int64) + start
     return local
 
 

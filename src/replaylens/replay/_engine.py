@@ -20,7 +20,7 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
-from ._layout import decision_query, query_layout, task_layout
+from ._layout import query_layout, stream_decisions, task_layout
 from ._lazyrng import SeedBlock
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
@@ -426,11 +426,8 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
                          f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
     decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
-    which, offsets = decision_query(lay, ql, (c_n, m_n, d_n, p_n))
-    flat = decoded[which]
-    results = [flat[lo:hi].reshape(c_n, m_n, d_n, p_n, j) for lo, hi, j in
-               zip(offsets[:-1].tolist(), offsets[1:].tolist(), lay.tasks_per_stream.tolist(), strict=True)]
-    tick(int(flat.shape[0]))
+    results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
+    tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
 
 
@@ -474,16 +471,16 @@ def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path
 
 def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """(N, L) counterfactual utilities by label code (NaN off-menu) and the (N,) first-maximum oracle codes."""
-    n = sum(len(sd.futures) for sd in sds)
+    menus = (np.concatenate([sd.menus for sd in sds]) if sds else np.empty((0, 1), dtype=np.int64))
+    n = menus.shape[0]
+    on = menus >= 0
+    table = evaluator.table
+    vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
+                        for a in f.menu), dtype=np.float64, count=int(on.sum()))
     util = np.full((n, n_labels), np.nan)
-    oracle = np.empty(n, dtype=np.int64)
-    i = 0
-    for sd in sds:
-        for j, f in enumerate(sd.futures):
-            menu = sd.menus[j][sd.menus[j] >= 0]
-            row = evaluator.table[(f.stream, f.task)]
-            vals = np.fromiter((row[a] for a in f.menu), dtype=np.float64, count=len(f.menu))
-            util[i, menu] = vals
-            oracle[i] = menu[int(np.argmax(vals))]
-            i += 1
-    return util, oracle
+    r, c = np.nonzero(on)  # row-major: each task's menu in order, as ``vals``
+    util[r, menus[r, c]] = vals
+    scored = np.full(menus.shape, -np.inf)
+    scored[r, c] = vals
+    oracle = menus[np.arange(n), np.argmax(scored, axis=1)] if n else np.empty(0, dtype=np.int64)
+    return util, oracle.astype(np.int64)

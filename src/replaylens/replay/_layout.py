@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["QueryLayout", "TaskLayout", "decision_query", "query_layout", "task_layout"]
+__all__ = ["QueryLayout", "TaskLayout", "query_layout", "stream_decisions", "task_layout"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,21 +107,29 @@ def query_layout(lay: TaskLayout, cdm: int, p_n: int) -> QueryLayout:
     return QueryLayout(q_stream, combo, task, rem % p_n, start)
 
 
-def decision_query(lay: TaskLayout, ql: QueryLayout, dims: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """For every decision of every stream's (cells, maps, draws, repeats, tasks) array, laid end to end,
-    the query that answers it; and the arrays' offsets.  ``dims`` = (cells, maps, draws, repeats)."""
+def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
+                     dims: tuple[int, int, int, int]) -> list[np.ndarray]:
+    """Each stream's (cells, maps, draws, repeats, tasks) array of the decoded answers (Q,) to the
+    queries of :func:`query_layout`; ``dims`` = (cells, maps, draws, repeats).  Streams with the
+    same numbers of tasks and asked tasks are gathered together (one transposition per shape)."""
     c_n, m_n, d_n, p_n = dims
-    j = lay.tasks_per_stream.astype(np.int64)
-    size = c_n * m_n * d_n * p_n * j
-    offsets = np.r_[0, np.cumsum(size)].astype(np.int64)
-    o_stream = np.repeat(np.arange(lay.n_streams, dtype=np.int64), size)
-    w = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[:-1][o_stream]
-    js = np.maximum(j[o_stream], 1)
-    jj, t = w % js, w // js
-    p, t = t % p_n, t // p_n
-    d, t = t % d_n, t // d_n
-    m, c = t % m_n, t // m_n
-    first_task = np.r_[0, np.cumsum(j)][:-1].astype(np.int64)
-    span = lay.asked_per_stream[o_stream] * p_n
-    q = ql.start[o_stream] + ((c * d_n + d) * m_n + m) * span + lay.back[first_task[o_stream] + jj] * p_n + p
-    return q, offsets
+    j_all, a_all = lay.tasks_per_stream.astype(np.int64), lay.asked_per_stream.astype(np.int64)
+    first_task = np.r_[0, np.cumsum(j_all)][:-1].astype(np.int64)
+    results: list[np.ndarray] = [decoded[:0]] * lay.n_streams
+    shape_key = j_all * (int(a_all.max(initial=0)) + 1) + a_all
+    order = np.argsort(shape_key, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, shape_key[order][1:] != shape_key[order][:-1]]) if order.size else order
+    for members in np.split(order, cuts[1:]):
+        j, a = int(j_all[members[0]]), int(a_all[members[0]])
+        g = members.shape[0]
+        span = c_n * d_n * m_n * a * p_n
+        idx = ql.start[members][:, None] + np.arange(span)
+        blk = decoded[idx].reshape(g, c_n, d_n, m_n, a, p_n).transpose(0, 1, 3, 2, 5, 4)  # (G, c, m, d, p, a)
+        back = lay.back[first_task[members][:, None] + np.arange(j)]
+        if j == a and (back == np.arange(j)).all():
+            out = np.ascontiguousarray(blk)
+        else:
+            out = np.take_along_axis(blk, back[:, None, None, None, None, :], axis=5)
+        for i, s_i in enumerate(members.tolist()):
+            results[s_i] = out[i]
+    return results
