@@ -454,6 +454,11 @@ class Evaluator:
     def fingerprint(self) -> str:
         """sha256 of ``json.dumps({"stream\x1ftask": {key: utility}}, sort_keys=True)`` (compact), hashed a
         task at a time (the same bytes, without the whole document in memory)."""
+        if isinstance(self.table, CodedTable):
+            h = hashlib.sha256()
+            for piece in self.table.json_document():
+                h.update(piece)
+            return h.hexdigest()
         h = hashlib.sha256(b"{")
         sep = b""
         for k, (s, t) in sorted((f"{s}\x1f{t}", (s, t)) for s, t in self.table):
