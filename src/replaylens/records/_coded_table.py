@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str
 
 import numpy as np
 
@@ -111,7 +112,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         yield b"{"
         parts: list[str] = []
         for g in sorted(range(len(names)), key=names.__getitem__):
-            parts.append(f"{json.dumps(names[g])}:{{{','.join(cells[start[g]:start[g + 1]])}}}")
+            parts.append(f"{quote(names[g])}:{{{','.join(cells[start[g]:start[g + 1]])}}}")
             if len(parts) >= 65536:
                 yield ",".join(parts).encode() + b","
                 parts.clear()
