@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,8 +71,26 @@ def write_inputs(shape: str, records: int, fmt: str, folder: str) -> None:
     print(json.dumps({"records": len(sub.history)}))
 
 
-def run_cli(shape: str, records: int, fmt: str, resamples: int) -> dict[str, float]:
-    """``replaylens audit`` as its own process on files written beforehand: wall time and peak RSS."""
+def _audit_process(tmp: str, fmt: str, resamples: int, out: Path, src: str | None) -> tuple[float, int]:
+    """Wall time and peak RSS of ``replaylens audit`` on ``tmp``'s files (``src``: the source tree to run)."""
+    cmd = [sys.executable, "-m", "replaylens", "audit", "--history", f"{tmp}/h.{fmt}",
+           "--future", f"{tmp}/f.{fmt}", "--utilities", f"{tmp}/u.{fmt}", "--agent", "mean",
+           "--out", str(out), "--resamples", str(resamples), "--quiet"]
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit status {status}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def run_cli(shape: str, records: int, fmt: str, resamples: int, against: str | None = None) -> dict[str, Any]:
+    """``replaylens audit`` as its own process on files written beforehand: wall time and peak RSS (with
+    ``against``, the same audit run by that source tree on the same files just after, and whether its
+    decisions.parquet and summary.json match)."""
     import pyarrow.parquet as pq
 
     with tempfile.TemporaryDirectory(prefix="rl-scale-") as tmp:
@@ -79,18 +98,21 @@ def run_cli(shape: str, records: int, fmt: str, resamples: int) -> dict[str, flo
                              capture_output=True, text=True, check=True)
         n = json.loads(gen.stdout.strip().splitlines()[-1])["records"]
         out = Path(tmp, "out")
-        cmd = [sys.executable, "-m", "replaylens", "audit", "--history", f"{tmp}/h.{fmt}",
-               "--future", f"{tmp}/f.{fmt}", "--utilities", f"{tmp}/u.{fmt}", "--agent", "mean",
-               "--out", str(out), "--resamples", str(resamples), "--quiet"]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit status {status}")
+        wall, rss = _audit_process(tmp, fmt, resamples, out, None)
         decisions = pq.ParquetFile(out / "decisions.parquet").metadata.num_rows
-    return {"records": n, "decisions": decisions, "wall": wall, "rss": usage.ru_maxrss * 1024}
+        row: dict[str, Any] = {"records": n, "decisions": decisions, "wall": wall, "rss": rss}
+        if against:
+            base = Path(tmp, "base")
+            row["base_wall"], row["base_rss"] = _audit_process(tmp, fmt, resamples, base, against)
+            row["same"] = (pq.read_table(out / "decisions.parquet").equals(pq.read_table(base / "decisions.parquet"))
+                           and _summary_sans_timings(out) == _summary_sans_timings(base))
+    return row
+
+
+def _summary_sans_timings(out: Path) -> Any:
+    s = json.loads((out / "summary.json").read_text())
+    s.pop("timings", None)
+    return s
 
 
 def run_api(shape: str, records: int, resamples: int) -> dict[str, float]:
@@ -108,6 +130,8 @@ def main() -> int:
     ap.add_argument("--resamples", type=int, default=20_000, help="bootstrap draws per interval")
     ap.add_argument("--shape", choices=("many", "few", "both"), default="both")
     ap.add_argument("--cli", choices=("parquet", "jsonl"), help="audit through `replaylens audit` from files")
+    ap.add_argument("--against", metavar="SRC", help="with --cli: also run the audit from this source tree "
+                    "(e.g. another checkout's src/) on the same files, as the in-run baseline")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "RECORDS"), help=argparse.SUPPRESS)
     ap.add_argument("--write", nargs=4, metavar=("SHAPE", "RECORDS", "FMT", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -122,12 +146,14 @@ def main() -> int:
     mode = f"CLI from {args.cli}" if args.cli else "API"
     print(f"{mode}, {args.resamples}-draw intervals")
     print(f"{'shape':6} {'records':>9} {'decisions':>11} {'wall s':>8} {'peak RSS MB':>12} {'s/record vs first':>18}")
-    fits = []
+    fits: list[str] = []
+    against: list[str] = []
     for shape in shapes:
         rows = []
         for n in sizes:
             try:
-                r = run_cli(shape, n, args.cli, args.resamples) if args.cli else run_api(shape, n, args.resamples)
+                r = (run_cli(shape, n, args.cli, args.resamples, args.against) if args.cli
+                     else run_api(shape, n, args.resamples))
             except (RuntimeError, subprocess.CalledProcessError) as exc:
                 print(f"{shape:6} {n:>9} failed: {exc}", flush=True)
                 continue
@@ -135,13 +161,19 @@ def main() -> int:
             per = (r["wall"] / r["records"]) / (rows[0]["wall"] / rows[0]["records"])
             print(f"{shape:6} {r['records']:>9} {r['decisions']:>11} {r['wall']:>8.2f} {r['rss'] / 2**20:>12.0f} "
                   f"{per:>17.2f}x", flush=True)
+            if "base_wall" in r:
+                against.append(f"{shape} {r['records']} records: baseline {r['base_wall']:.1f} s, "
+                               f"{r['base_rss'] / 2**20:.0f} MB peak; this tree {r['wall']:.1f} s, "
+                               f"{r['rss'] / 2**20:.0f} MB: {r['base_wall'] / r['wall']:.2f}x faster, "
+                               f"{r['base_rss'] / r['rss']:.2f}x less memory; decisions and summary "
+                               f"{'identical' if r['same'] else 'DIFFERENT'}")
         if len(rows) >= 2:
             x = np.log([r["records"] for r in rows])
             t_exp = np.polyfit(x, np.log([r["wall"] for r in rows]), 1)[0]
             m_exp = np.polyfit(x, np.log([r["rss"] for r in rows]), 1)[0]
             fits.append(f"{shape}: time exponent {t_exp:.2f}, memory exponent {m_exp:.2f} "
                         f"({rows[0]['records']}..{rows[-1]['records']} records; 1 = linear)")
-    for line in fits:
+    for line in fits + against:   # the in-run comparison, when asked for, is the headline: last
         print(line)
     return 0
 

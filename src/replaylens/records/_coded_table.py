@@ -8,7 +8,9 @@ a read-only ``Mapping`` with exactly the keys, order and values of the nested di
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
+from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str
 
 import numpy as np
 
@@ -91,3 +93,27 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             return i, None
         row = self._row(int(g[i]))
         return i, next(a for a in menus[i] if a not in row)
+
+    def json_document(self) -> Iterator[bytes]:
+        """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
+        (the same bytes; each key's and number's JSON made once, the rows sorted by codes)."""
+        keys_json = [json.dumps(k) for k in self._keys]
+        key_rank = np.empty(len(self._keys), dtype=np.int64)
+        key_rank[sorted(range(len(self._keys)), key=self._keys.__getitem__)] = np.arange(len(self._keys))
+        group = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start))
+        order = np.lexsort((key_rank[self._k], group))            # within a task, keys in sorted order
+        u = self._u[order]
+        nums = (list(map(float.__repr__, u.tolist())) if np.isfinite(u).all()
+                else [json.dumps(x) for x in u.tolist()])          # NaN / Infinity as json writes them
+        cells = [f"{keys_json[k]}:{x}" for k, x in zip(self._k[order].tolist(), nums, strict=True)]
+        names = [f"{self._streams[s]}\x1f{self._tasks[t]}"
+                 for s, t in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)]
+        start = self._start.tolist()
+        yield b"{"
+        parts: list[str] = []
+        for g in sorted(range(len(names)), key=names.__getitem__):
+            parts.append(f"{quote(names[g])}:{{{','.join(cells[start[g]:start[g + 1]])}}}")
+            if len(parts) >= 65536:
+                yield ",".join(parts).encode() + b","
+                parts.clear()
+        yield ",".join(parts).encode() + b"}"

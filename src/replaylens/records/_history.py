@@ -373,6 +373,8 @@ class FutureTasks:
     def fingerprint(self) -> str:
         """sha256 of ``json.dumps([future_dict(t) for t in tasks], sort_keys=True)`` (compact), the same bytes
         laid out a task at a time from the JSON of each distinct text and menu."""
+        from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str, as the C encoder
+
         memo: dict[Any, str] = {}
 
         def js(x: Any) -> str:
@@ -389,7 +391,7 @@ class FutureTasks:
                 continue
             feeds = "" if t.feeds is None else f'"feeds_context":{js(t.feeds[1])},"feeds_family":{js(t.feeds[0])},'
             parts.append(f'{{"context":{js(t.context)},"family":{js(t.family)},{feeds}"menu":{js(t.menu)},'
-                         f'"stream":{js(t.stream)},"task":{js(t.task)}}}')
+                         f'"stream":{js(t.stream)},"task":{quote(t.task)}}}')
             if len(parts) >= 65536:
                 h.update(",".join(parts).encode() + b",")
                 parts.clear()
@@ -454,6 +456,11 @@ class Evaluator:
     def fingerprint(self) -> str:
         """sha256 of ``json.dumps({"stream\x1ftask": {key: utility}}, sort_keys=True)`` (compact), hashed a
         task at a time (the same bytes, without the whole document in memory)."""
+        if isinstance(self.table, CodedTable):
+            h = hashlib.sha256()
+            for piece in self.table.json_document():
+                h.update(piece)
+            return h.hexdigest()
         h = hashlib.sha256(b"{")
         sep = b""
         for k, (s, t) in sorted((f"{s}\x1f{t}", (s, t)) for s, t in self.table):

@@ -244,10 +244,20 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     p = Path(path)
     table, kind = _arrow_table(p, fmt, "outcome")
     fast = None if table is None else _history_from_arrow(table, str(p), "row" if kind == "parquet" else "line")
+    del table
+    _release_arrow()
     if fast is not None:
         return fast
     t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
+
+
+def _release_arrow() -> None:
+    """Give the memory of a file's arrow table (freed once its columns are encoded) back to the system: the
+    allocator keeps freed pages for reuse, which would count in the audit's peak."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
@@ -270,6 +280,8 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     table, _ = _arrow_table(p, fmt, "menu")
     fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
     if fast is not None:
+        del table
+        _release_arrow()
         return fast
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
@@ -324,6 +336,8 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     p = Path(path)
     table, _ = _arrow_table(p, fmt, "utility")
     fast = None if table is None else _evaluator_from_arrow(table, str(p))
+    del table
+    _release_arrow()
     if fast is not None:
         return fast
     t = read_raw(p, fmt)

@@ -34,8 +34,10 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     code = {lab: i for i, lab in enumerate(plan.labels)}
     tasks = futures.tasks
     m_max = max(len(t.menu) for t in tasks)
-    names, first, counts = np.unique(history.stream, return_index=True, return_counts=True)
-    where = {str(n): (int(f), int(c)) for n, f, c in zip(names, first, counts, strict=True)}
+    st = history.stream   # sorted by stream: each stream's rows are one run
+    first = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.r_[first, st.size])
+    where = {n: (f, c) for n, f, c in zip(st[first].tolist(), first.tolist(), counts.tolist(), strict=True)}
     for s in plan.streams:
         if s not in where:
             raise KeyError(s)

@@ -1,0 +1,83 @@
+"""Reading, cross-checking and fingerprinting an audit's three input files (issue 27, io), against a baseline tree.
+
+Each tree runs in its own process on the same files: ``read_history``, ``read_futures``, ``read_evaluator``,
+``check_inputs(strict=True)`` and the three content fingerprints (what ``replaylens audit`` does before and
+after the replay besides replaying, writing and statistics), each step timed once, with the process's peak RSS.
+The fingerprints must agree between the trees.  The ratio (baseline / this tree) of the total is printed last.
+
+Run from the repository root, on files written by ``bench/scale.py --write many N parquet DIR``::
+
+    python bench/inputs.py DIR --against /path/to/other/checkout/src
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+STEPS = ("read_history", "read_futures", "read_evaluator", "check_inputs", "fingerprints")
+
+
+def child(folder: str) -> None:
+    import resource
+    import time
+
+    from replaylens.records import check_inputs, read_evaluator, read_futures, read_history
+
+    times: dict[str, float] = {}
+
+    def timed(name: str, fn, *args, **kw):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        out = fn(*args, **kw)
+        times[name] = time.perf_counter() - t0
+        return out
+
+    d = Path(folder)
+    h = timed("read_history", read_history, d / "h.parquet")
+    f = timed("read_futures", read_futures, d / "f.parquet")
+    e = timed("read_evaluator", read_evaluator, d / "u.parquet")
+    timed("check_inputs", check_inputs, h, f, e, strict=True)
+    prints = timed("fingerprints", lambda: [h.fingerprint(), f.fingerprint(), e.fingerprint()])
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"times": times, "prints": prints, "rss": rss, "records": len(h)}))
+
+
+def run(folder: str, src: str | None) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    out = subprocess.run([sys.executable, __file__, folder, "--child"], capture_output=True, text=True, env=env,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", help="folder with h.parquet, f.parquet, u.parquet")
+    ap.add_argument("--against", metavar="SRC", required="--child" not in sys.argv,
+                    help="the baseline source tree (another checkout's src/)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.folder)
+        return 0
+    new = run(args.folder, None)
+    base = run(args.folder, args.against)
+    nt, bt = new["times"], base["times"]
+    assert isinstance(nt, dict) and isinstance(bt, dict)
+    print(f"{'step':16} {'baseline s':>11} {'this tree s':>12} {'ratio':>7}")
+    for step in STEPS:
+        print(f"{step:16} {bt[step]:>11.2f} {nt[step]:>12.2f} {bt[step] / nt[step]:>6.1f}x")
+    same = new["prints"] == base["prints"]
+    print(f"peak RSS: baseline {int(base['rss']) / 2**20:.0f} MB, this tree {int(new['rss']) / 2**20:.0f} MB; "
+          f"fingerprints {'identical' if same else 'DIFFERENT'}")
+    b, n = sum(bt.values()), sum(nt.values())
+    print(f"{new['records']} records, reading + checking + fingerprints: baseline {b:.1f} s, this tree {n:.1f} s: "
+          f"{b / n:.2f}x")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
