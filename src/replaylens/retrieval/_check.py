@@ -12,7 +12,7 @@ import numpy as np
 
 from ..inference import cluster_bootstrap
 from ..rng import derive_seed
-from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store, similarities
+from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store_many, similarities
 from ._migrations import Ingestion, Migration, check_preserved, ingest_plan
 from ._policy import decide
 from ._readouts import Comparison, TwoLevel, two_level
@@ -77,7 +77,7 @@ def _build(ing: Ingestion, base_embedder: str) -> Iterator[Any]:
 
 def _read(ing: Ingestion, base_embedder: str, queries: Sequence[str], k: int) -> list[Retrieved]:
     with _build(ing, base_embedder) as store:
-        out = [query_store(store, q, k) for q in queries]
+        out = query_store_many(store, queries, k)
     if ing.id_back:
         out = [Retrieved(tuple(ing.id_back.get(i, i) for i in r.ids), r.scores) for r in out]
     return out
