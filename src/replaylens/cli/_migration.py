@@ -52,7 +52,8 @@ def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: 
     # --- vector stores and memory frameworks: cli/_stores.py (replaylens.retrieval) ---
     if store_kw["store"] is not None:
         run_store_check(events_path=events_path, ops=ops, seed=seed, k=k, as_json=as_json, out_dir=out_dir,
-                        **store_kw)
+                        policy=policy, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+                        run_dir=run_dir, threads=threads, **store_kw)
         return
     if memory_spec is None or events_path is None:
         raise ConfigError("check-migration needs --memory and --events (or --store BACKEND for a vector store)")

@@ -76,8 +76,13 @@ def _matches(name: str, pattern: str) -> bool:
 def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as_json: bool, out_dir: Path | None,
                     store: str, example: str | None, store_params: str, embedder: str, migrate_to: str,
                     reindex_params: str | None, store_batch: int, embedder_to: str | None, queries_path: Path | None,
-                    control_rebuilds: int, expect_safe: str, explicit_ops: bool = False) -> None:
-    """SAFE / UNSAFE per store migration, with retrieval- and decision-level counts (exit 1: --expect-safe failed)."""
+                    control_rebuilds: int, expect_safe: str, explicit_ops: bool = False, policy: str = "none",
+                    base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY", env_file: str = ".env",
+                    run_dir: Path | None = None, threads: int | None = None) -> None:
+    """SAFE / UNSAFE per store migration, with retrieval- and decision-level counts (exit 1: --expect-safe failed).
+    ``policy`` "none" decides by the documented rule; a model (scripted/mean, local/embedded, local/PATH.gguf,
+    openai/NAME) decides with the retrieved records in its prompt, its calls journaled under ``run_dir`` (default
+    OUT/llm)."""
     from ..errors import ConfigError
     from ..records import read_futures, read_history
     from ..retrieval import (
@@ -116,7 +121,11 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
         if not any(_matches(m.name, e) for m in migs):
             raise ConfigError(f"--expect-safe: {e!r} is not a checked migration (checked: "
                               f"{', '.join(m.name for m in migs)})")
-    results = check_store_migrations(streams, base, migs, k=k, seed=seed, control_rebuilds=control_rebuilds)
+    decider = _decider(policy, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
+                       run_dir=run_dir if run_dir is not None else (out_dir / "llm" if out_dir is not None else None),
+                       threads=threads, seed=seed)
+    results = check_store_migrations(streams, base, migs, k=k, seed=seed, control_rebuilds=control_rebuilds,
+                                     decider=decider)
     rows = [r.to_dict() for r in results]
     cache_counts = embedding_stats()
     if as_json:
@@ -145,7 +154,8 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                                       "store_params": store_params, "embedder": embedder, "ops": ops,
                                       "migrate_to": migrate_to, "reindex_params": reindex_params,
                                       "batch_size": store_batch, "embedder_to": embedder_to, "k": k, "seed": seed,
-                                      "control_rebuilds": control_rebuilds})
+                                      "control_rebuilds": control_rebuilds, "policy": policy},
+                           policy="best retrieved outcome" if decider is None else f"model {policy}")
         if not as_json:
             click.echo(f"wrote {out_dir}/report.html, summary.json, manifest.json")
     failed = [r for r in results if not r.safe and any(_matches(r.name, e) for e in expected)]
@@ -153,6 +163,28 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
         click.echo(f"expectation failed: {r.name} expected SAFE, but {r.verdict()}", err=True)
     if failed:
         sys.exit(1)
+
+
+def _decider(policy: str, *, base_url: str | None, api_key_env: str | None, env_file: str, run_dir: Path | None,
+             threads: int | None, seed: int) -> Any:
+    """None for the documented rule (``--policy none``), else the retrieval agent's model decider."""
+    from ..errors import ConfigError
+
+    if policy in ("none", "rule"):
+        return None
+    if "/" not in policy:
+        raise ConfigError(f"with --store, --policy is none (the documented rule: best retrieved outcome) or a model "
+                          f"reading the retrieved records: scripted/mean, local/embedded, local/PATH.gguf, "
+                          f"openai/NAME; got {policy!r}")
+    from ..retrieval import ModelDecider
+    from ._app import resolve_model
+
+    spec = resolve_model(policy)
+    if run_dir is None and not spec.startswith("scripted/"):
+        raise ConfigError(f"--policy {policy} with --store needs --run-dir DIR or --out DIR (every model call is "
+                          "journaled there, so a rerun resumes without calls)")
+    return ModelDecider(spec, None if run_dir is None else str(run_dir), base_url, api_key_env or None, env_file,
+                        threads, seed)
 
 
 def example_lines(ex: dict[str, Any]) -> list[str]:

@@ -19,7 +19,8 @@ __all__ = ["write_store_report"]
 def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], *, base: dict[str, Any], k: int,
                        seed: int, records: str | os.PathLike[str], queries: str | os.PathLike[str] | None,
                        arguments: dict[str, Any], tool_version: str,
-                       embedding_cache: list[dict[str, Any]] | None = None) -> Path:
+                       embedding_cache: list[dict[str, Any]] | None = None,
+                       policy: str = "best retrieved outcome") -> Path:
     """Write report.html, summary.json (every migration's verdict and two-level readout; ``embedding_cache``: the
     cached embedders' counts, when any) and manifest.json."""
     root = Path(out)
@@ -28,12 +29,12 @@ def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], 
     if queries is not None:
         inputs.append(InputFile(role="queries", path=str(queries), sha256=file_sha256(Path(queries))))
     man = RunManifest(tool_version=tool_version, git_revision=git_revision(), command="check-migration --store",
-                      arguments=arguments, inputs=inputs, agent={"store": base, "rule": "best retrieved outcome"},
+                      arguments=arguments, inputs=inputs, agent={"store": base, "rule": policy},
                       plan={"migrations": [r["migration"] for r in rows], "k": k},
                       seeds={"root": seed, "bootstrap": f"SeedSequence([{seed}, 'two-level', migration])",
                              "slot_draws": []},
                       packages=package_versions()).model_dump(mode="json")
-    summary = {"format": 1, "store": base, "k": k, "seed": seed, "migrations": rows,
+    summary = {"format": 1, "store": base, "k": k, "seed": seed, "policy": policy, "migrations": rows,
                "verdicts": [r["verdict"] for r in rows]}
     if embedding_cache:
         summary["embedding_cache"] = embedding_cache

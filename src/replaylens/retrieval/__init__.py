@@ -16,6 +16,7 @@ from ._items import (
     text_of,
 )
 from ._migrations import KINDS, LAWS, Migration, plan_migrations
+from ._model import ModelDecider
 from ._policy import RetrievalAgent, decide, make_agent
 from ._readouts import CATEGORIES, Comparison, TwoLevel, crosstab_lines, two_level
 from ._streams import streams_from_history
@@ -32,6 +33,7 @@ __all__ = [
     "Comparison",
     "MemoryItem",
     "Migration",
+    "ModelDecider",
     "RetrievalAgent",
     "Retrieved",
     "StoreMigrationResult",

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..inference import cluster_bootstrap
 from ..rng import derive_seed
-from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store, similarities
+from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store_many, similarities
 from ._migrations import Ingestion, Migration, check_preserved, ingest_plan
 from ._policy import decide
 from ._readouts import Comparison, TwoLevel, two_level
@@ -77,7 +77,7 @@ def _build(ing: Ingestion, base_embedder: str) -> Iterator[Any]:
 
 def _read(ing: Ingestion, base_embedder: str, queries: Sequence[str], k: int) -> list[Retrieved]:
     with _build(ing, base_embedder) as store:
-        out = [query_store(store, q, k) for q in queries]
+        out = query_store_many(store, queries, k)
     if ing.id_back:
         out = [Retrieved(tuple(ing.id_back.get(i, i) for i in r.ids), r.scores) for r in out]
     return out
@@ -176,23 +176,47 @@ def _tie_reading(comp: Comparison, exact: Mapping[str, float], order_before: Map
 
 def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migrations: Sequence[Migration], *,
                            k: int = 5, seed: int = 0, control_rebuilds: int = 1, n_resamples: int = 2000,
-                           level: float = 0.95) -> list[StoreMigrationResult]:
+                           level: float = 0.95, decider: Any = None) -> list[StoreMigrationResult]:
     """Read every migration against the reference build and the same-order rebuild control.
 
     Each stream's store is built once as the reference and ``control_rebuilds`` more times the same way (more,
     :data:`NOISY_EXTRA`, when one already differs); a query whose top-k any rebuild changes is *noisy*: its
     changes under a migration are counted apart (``changed_on_noisy``), never as the migration's effect.  A
     migration is SAFE when no other query changes its retrieval or its decision.
+
+    Decisions follow the documented rule (:func:`~replaylens.retrieval.decide`), or, with ``decider`` (a
+    :class:`~replaylens.retrieval._model.ModelDecider`), a model reading the retrieved records in its prompt: each
+    distinct (stream, query, retrieved ids) is asked once, the reference's and the control's in one batch, each
+    migration's in one more (journaled under the decider's run directory; a rerun resumes without calls).
     """
     ref_of: dict[str, list[Retrieved]] = {}
     noisy: dict[str, list[bool]] = {}
     control_comps: list[Comparison] = []
     by_id = {s.name: {it.id: it for it in s.items} for s in streams}
 
-    def dec(s: StreamInput, r: Retrieved) -> str:
-        return decide([by_id[s.name][i] for i in r.ids if i in by_id[s.name]], s.menu)
+    memo: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+    def records(s: StreamInput, r: Retrieved) -> list[MemoryItem]:
+        return [by_id[s.name][i] for i in r.ids if i in by_id[s.name]]
+
+    def prefetch(asks: Sequence[tuple[StreamInput, Sequence[str], Sequence[Retrieved]]]) -> None:
+        """Ask the decider, in one batch, for every (stream, query, retrieval) not yet decided."""
+        if decider is None:
+            return
+        todo: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[MemoryItem], tuple[str, ...]]] = {}
+        for s, qs, rs in asks:
+            for q, r in zip(qs, rs, strict=True):
+                key = (s.name, q, r.ids)
+                if key not in memo and key not in todo:
+                    todo[key] = (q, records(s, r), s.menu)
+        if todo:
+            memo.update(zip(todo, decider.decide(list(todo.values())), strict=True))
+
+    def dec(s: StreamInput, q: str, r: Retrieved) -> str:
+        return decide(records(s, r), s.menu) if decider is None else memo[(s.name, q, r.ids)]
 
     ref_ings = {s.name: Ingestion(base, s.items) for s in streams}
+    first_again: dict[str, list[Retrieved]] = {}
     for s in streams:
         ref_of[s.name] = _read(ref_ings[s.name], base.embedder, s.queries, k)
         flags = [False] * len(s.queries)
@@ -203,11 +227,15 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
             for j, (r0, r1) in enumerate(zip(ref_of[s.name], again, strict=True)):
                 flags[j] = flags[j] or r0.ids != r1.ids
             if done == 1:  # the control's readout: the first rebuild (the extra ones only find noisy queries)
-                control_comps.extend(Comparison(s.name, q, r0, r1, dec(s, r0), dec(s, r1))
-                                     for q, r0, r1 in zip(s.queries, ref_of[s.name], again, strict=True))
+                first_again[s.name] = again
             if any(flags):
                 todo = control_rebuilds + NOISY_EXTRA
         noisy[s.name] = flags
+    prefetch([(s, s.queries, ref_of[s.name]) for s in streams]
+             + [(s, s.queries, first_again[s.name]) for s in streams])
+    for s in streams:
+        control_comps.extend(Comparison(s.name, q, r0, r1, dec(s, q, r0), dec(s, q, r1))
+                             for q, r0, r1 in zip(s.queries, ref_of[s.name], first_again[s.name], strict=True))
     n_q = sum(len(s.queries) for s in streams)
     n_noisy = sum(sum(f) for f in noisy.values())
     results: list[StoreMigrationResult] = []
@@ -227,15 +255,19 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
                 continue
         comps: list[Comparison] = []
         res = StoreMigrationResult(m, None, n_queries=n_q, noisy_queries=n_noisy)
+        plans: dict[str, tuple[Ingestion, list[Retrieved]]] = {}
         for s in streams:
             ing = ingest_plan(m, s.items, seed=seed, stream=s.name)
             check_preserved(m, ref_ings[s.name], ing, stream=s.name)
-            after = _read(ing, base.embedder, s.queries, k)
+            plans[s.name] = (ing, _read(ing, base.embedder, s.queries, k))
+        prefetch([(s, s.queries, plans[s.name][1]) for s in streams])
+        for s in streams:
+            ing, after = plans[s.name]
             order_b = {it.id: i for i, it in enumerate(s.items)}
             order_a = {ing.id_back.get(it.id, it.id): i for i, it in enumerate(ing.items)}
             same_emb = m.kind not in ("embedder", "half-embedder")
             for j, (q, r0, r1) in enumerate(zip(s.queries, ref_of[s.name], after, strict=True)):
-                c = Comparison(s.name, q, r0, r1, dec(s, r0), dec(s, r1))
+                c = Comparison(s.name, q, r0, r1, dec(s, q, r0), dec(s, q, r1))
                 comps.append(c)
                 if noisy[s.name][j]:
                     res.changed_on_noisy += c.retrieval_changed or c.decision_changed

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["MemoryItem", "Retrieved", "StoreSpec", "build_store", "embedder_for", "embedding_stats", "item_from_task",
-           "query_store", "similarities", "text_of"]
+           "query_store", "query_store_many", "similarities", "text_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +143,14 @@ class Retrieved:
 def query_store(store: Any, text: str, k: int) -> Retrieved:
     hits = store.query(text, k)
     return Retrieved(tuple(h.id for h in hits), tuple(float(h.score) for h in hits))
+
+
+def query_store_many(store: Any, texts: Sequence[str], k: int) -> list[Retrieved]:
+    """``[query_store(store, t, k) for t in texts]`` in one batched call where the store has one."""
+    from ..stores import query_many
+
+    return [Retrieved(tuple(h.id for h in hits), tuple(float(h.score) for h in hits))
+            for hits in query_many(store, list(texts), k)]
 
 
 def similarities(embedder: Any, query: str, texts: Sequence[str]) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..agents import Agent, FutureInput, TaskInput
-from ._items import MemoryItem, Retrieved, StoreSpec, build_store, item_from_task, query_store, text_of
+from ._items import MemoryItem, Retrieved, StoreSpec, build_store, item_from_task, query_store_many, text_of
 
 __all__ = ["RetrievalAgent", "decide", "make_agent"]
 
@@ -83,7 +83,7 @@ class RetrievalAgent:
         if todo:
             if state:
                 with build_store(self.spec, state) as store:
-                    got = {q: query_store(store, q, self.k) for q in todo}
+                    got = dict(zip(todo, query_store_many(store, todo, self.k), strict=True))
             else:
                 got = {q: Retrieved((), ()) for q in todo}
             for q, r in got.items():

@@ -16,6 +16,8 @@ from ._types import (
     StoreItem,
     check_k,
     embed_checked,
+    embed_queries,
+    hits_of,
     import_backend,
     load_state,
     save_state,
@@ -97,9 +99,30 @@ class FaissStore(_Vectors):
         if not self._ids:
             return []
         scores, labels = self._index.search(self._query_vector(text), min(k, len(self._ids)))
+        return self._hits(scores[0].tolist(), labels[0].tolist())
+
+    def _hits(self, scores: list[float], labels: list[int]) -> list[Hit]:
         ids, meta = self._ids, self._meta
-        return [Hit(ids[i], s, r + 1, meta[i])
-                for r, (s, i) in enumerate(zip(scores[0].tolist(), labels[0].tolist(), strict=True)) if i >= 0]
+        if -1 in labels:  # fewer results than asked (an HNSW index that found fewer)
+            scores = [s for s, i in zip(scores, labels, strict=True) if i >= 0]
+            labels = [i for i in labels if i >= 0]
+        return hits_of([ids[i] for i in labels], scores, [meta[i] for i in labels])
+
+    def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """``[self.query(t, k) for t in texts]`` in batched ``search`` calls of fewer queries than FAISS's
+        ``distance_compute_blas_threshold`` (20): below it a flat index scores each query with the same kernel as a
+        single query; at or above it FAISS switches to a BLAS matrix product whose rounding can break ties
+        differently."""
+        check_k(k)
+        if not self._ids or not texts:
+            return [[] for _ in texts]
+        qs = embed_queries(self.embedder, texts, unit=True)
+        step = max(1, int(self._faiss.cvar.distance_compute_blas_threshold) - 1)
+        kk, out = min(k, len(self._ids)), []
+        for lo in range(0, len(qs), step):
+            scores, labels = self._index.search(qs[lo:lo + step], kk)
+            out += [self._hits(s, i) for s, i in zip(scores.tolist(), labels.tolist(), strict=True)]
+        return out
 
     def close(self) -> None:
         if self.path is not None:
@@ -166,9 +189,21 @@ class HnswlibStore(_Vectors):
         if not n:
             return []
         labels, dists = self._index.knn_query(self._query_vector(text), k=min(k, n), num_threads=self.num_threads)
+        return self._hits(labels[0].tolist(), dists[0].tolist())
+
+    def _hits(self, labels: list[int], dists: list[float]) -> list[Hit]:
         ids, meta = self._ids, self._meta
-        return [Hit(ids[i], 1.0 - d, r + 1, meta[i])
-                for r, (i, d) in enumerate(zip(labels[0].tolist(), dists[0].tolist(), strict=True))]
+        return hits_of([ids[i] for i in labels], [1.0 - d for d in dists], [meta[i] for i in labels])
+
+    def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """``[self.query(t, k) for t in texts]`` in one ``knn_query`` call (each query searched as alone)."""
+        check_k(k)
+        n = len(self._ids)
+        if not n or not texts:
+            return [[] for _ in texts]
+        labels, dists = self._index.knn_query(embed_queries(self.embedder, texts, unit=True), k=min(k, n),
+                                              num_threads=self.num_threads)
+        return [self._hits(lab, d) for lab, d in zip(labels.tolist(), dists.tolist(), strict=True)]
 
     def close(self) -> None:
         if self.path is not None:

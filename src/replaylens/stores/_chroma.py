@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, embed_queries, import_backend
 
 __all__ = ["ChromaStore"]
 
@@ -85,9 +85,23 @@ class ChromaStore:
             return []
         q = embed_checked(self.embedder, [text])
         res = self._coll.query(query_embeddings=q, n_results=min(k, n), include=["metadatas", "distances"])
-        metas = res["metadatas"][0] if res.get("metadatas") else [None] * len(res["ids"][0])
+        return self._hits(res, 0)
+
+    @staticmethod
+    def _hits(res: Any, j: int) -> list[Hit]:
+        metas = res["metadatas"][j] if res.get("metadatas") else [None] * len(res["ids"][j])
         return [Hit(str(i), 1.0 - float(d), r + 1, m or {})
-                for r, (i, d, m) in enumerate(zip(res["ids"][0], res["distances"][0], metas, strict=True))]
+                for r, (i, d, m) in enumerate(zip(res["ids"][j], res["distances"][j], metas, strict=True))]
+
+    def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """``[self.query(t, k) for t in texts]`` in one Chroma ``query`` with every query embedding."""
+        check_k(k)
+        n = self._count
+        if not n or not texts:
+            return [[] for _ in texts]
+        res = self._coll.query(query_embeddings=embed_queries(self.embedder, texts), n_results=min(k, n),
+                               include=["metadatas", "distances"])
+        return [self._hits(res, j) for j in range(len(texts))]
 
     def close(self) -> None:
         if not self._persistent:

@@ -30,6 +30,8 @@ class HashingEmbedder:
     (signed buckets, L2-normalised rows). No model, no randomness: the test and reference embedder."""
 
     name = "hashing"
+    batch_invariant = True
+    """Each row depends only on its own text: a batch of queries is embedded in one call."""
 
     def __init__(self, dim: int = 256, *, char_ngram: int = 3, char_weight: float = 0.5) -> None:
         if dim < 8:

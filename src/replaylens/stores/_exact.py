@@ -15,6 +15,8 @@ from ._types import (
     StoreItem,
     check_k,
     embed_checked,
+    embed_queries,
+    hits_of,
     load_state,
     save_state,
 )
@@ -101,8 +103,23 @@ class ExactStore:
         if not self._ids:
             return []
         s = self.scores(text)
-        order = np.argsort(-s, kind="stable")[:k]
-        return [Hit(self._ids[i], float(s[i]), r + 1, self._meta[i]) for r, i in enumerate(order)]
+        order = np.argsort(-s, kind="stable")[:k].tolist()
+        ids, meta = self._ids, self._meta
+        return hits_of([ids[i] for i in order], s[order].tolist(), [meta[i] for i in order])
+
+    def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """``[self.query(t, k) for t in texts]``: the query vectors embedded together, each scored as alone."""
+        check_k(k)
+        if not self._ids or not texts:
+            return [[] for _ in texts]
+        self._flush()
+        qs = embed_queries(self.embedder, texts, unit=True)
+        ids, meta, out = self._ids, self._meta, []
+        for q in qs:
+            s = self._matrix @ q.astype(np.float64)
+            order = np.argsort(-s, kind="stable")[:k].tolist()
+            out.append(hits_of([ids[i] for i in order], s[order].tolist(), [meta[i] for i in order]))
+        return out
 
     def close(self) -> None:
         if self.path is not None:

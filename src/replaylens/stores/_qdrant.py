@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, import_backend
+from ._types import Embedder, Hit, Params, StoreItem, check_k, embed_checked, embed_queries, import_backend
 
 __all__ = ["QdrantStore", "point_id"]
 
@@ -61,8 +61,22 @@ class QdrantStore:
         check_k(k)
         q = embed_checked(self.embedder, [text])[0]
         res = self._client.query_points(self.collection, query=q.tolist(), limit=k, with_payload=True)
+        return self._hits(res.points)
+
+    @staticmethod
+    def _hits(points: Any) -> list[Hit]:
         return [Hit(str(pt.payload["rl_id"]), float(pt.score), r + 1, pt.payload.get("rl_metadata") or {})
-                for r, pt in enumerate(res.points)]
+                for r, pt in enumerate(points)]
+
+    def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
+        """``[self.query(t, k) for t in texts]``: the query vectors embedded together, then one ``query_points`` each.
+        Not ``query_batch_points``: in local mode it scores the batch as one matrix product, whose rounding differs
+        from a single query's (qdrant-client 1.x; measured in tests/stores/test_stores_query_many.py), and ties
+        would then break differently."""
+        check_k(k)
+        return [self._hits(self._client.query_points(self.collection, query=q.tolist(), limit=k,
+                                                     with_payload=True).points)
+                for q in embed_queries(self.embedder, texts)] if texts else []
 
     def close(self) -> None:
         self._client.close()

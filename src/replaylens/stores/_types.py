@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["EXTRA", "Embedder", "Hit", "Metadata", "Params", "Scalar", "StoreItem", "VectorStore", "check_embedded",
-           "check_k", "embed_checked", "freeze_metadata", "import_backend", "load_state", "save_state",
-           "unit_rows"]
+           "check_k", "embed_checked", "embed_queries", "freeze_metadata", "hits_of", "import_backend", "load_state",
+           "query_many", "save_state", "unit_rows"]
 
 EXTRA = "replaylens[stores]"
 
@@ -63,6 +63,24 @@ class Hit:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", freeze_metadata(self.metadata))
+
+
+_new = object.__new__
+_SET_ID, _SET_SCORE, _SET_RANK, _SET_MD = (Hit.__dict__[f].__set__ for f in ("id", "score", "rank", "metadata"))
+
+
+def hits_of(ids: Sequence[str], scores: Sequence[float], metas: Sequence[Metadata]) -> list[Hit]:
+    """Hits ranked 1.. from an adapter's own lists (scores as Python floats; metadata already frozen by
+    ``StoreItem`` or ``freeze_metadata``): the same values ``Hit(...)`` makes, without its per-field checks."""
+    out = []
+    for r, (i, s, m) in enumerate(zip(ids, scores, metas, strict=True)):
+        h = _new(Hit)
+        _SET_ID(h, i)
+        _SET_SCORE(h, s)
+        _SET_RANK(h, r + 1)
+        _SET_MD(h, m if type(m) is MappingProxyType else freeze_metadata(m))
+        out.append(h)
+    return out
 
 
 @runtime_checkable
@@ -130,7 +148,25 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, unit: bool = Fals
     rows as ``unit_rows``; there a non-finite value shows in its row's squared norm)."""
     if not unit:
         return check_embedded(embedder.embed(texts), len(texts), embedder)
-    v = np.asarray(embedder.embed(texts), dtype=np.float32)
+    return _unit_checked(embedder.embed(texts), texts, embedder)
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str], *, unit: bool = False) -> np.ndarray:
+    """The query vectors of ``texts``, row for row what ``embed_checked(embedder, [text], unit=unit)`` gives for each
+    text alone: one ``embed`` call for an embedder whose rows do not depend on the batch (``batch_invariant``
+    true: the hashing embedder), else one call per text; the checks and normalisation run once, row-wise."""
+    if getattr(embedder, "batch_invariant", False):
+        raw = embedder.embed(texts)
+    else:
+        parts = [np.asarray(embedder.embed([t]), dtype=np.float32) for t in texts]
+        raw = np.concatenate(parts, axis=0) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    if not unit:
+        return check_embedded(raw, len(texts), embedder)
+    return _unit_checked(raw, texts, embedder)
+
+
+def _unit_checked(raw: np.ndarray, texts: Sequence[str], embedder: Embedder) -> np.ndarray:
+    v = np.asarray(raw, dtype=np.float32)
     if v.shape != (len(texts), embedder.dim):
         raise ConfigError(f"embedder {embedder.fingerprint()} returned shape {v.shape}, "
                           f"expected {(len(texts), embedder.dim)}")
@@ -142,6 +178,19 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], *, unit: bool = Fals
     norms[norms == 0] = 1.0
     x64 /= norms[:, None]
     return x64.astype(np.float32)
+
+
+def query_many(store: VectorStore, texts: Sequence[str], k: int) -> list[list[Hit]]:
+    """``[store.query(t, k) for t in texts]``, in one batched call when the store has ``query_many`` (every built-in
+    adapter but langgraph and mem0: FAISS, hnswlib, Chroma and Qdrant search a batch natively) with the same hits;
+    a user's store needs only ``query``."""
+    batched = getattr(store, "query_many", None)
+    if not callable(batched):
+        return [store.query(t, k) for t in texts]
+    out = list(batched(texts, k))
+    if len(out) != len(texts):
+        raise ConfigError(f"store {store.name!r}: query_many returned {len(out)} results for {len(texts)} queries")
+    return out
 
 
 def check_k(k: int) -> int:
