@@ -17,7 +17,7 @@ from ._types import (
     check_k,
     embed_checked,
     embed_queries,
-    hits_of,
+    hits_at,
     import_backend,
     load_state,
     save_state,
@@ -102,11 +102,10 @@ class FaissStore(_Vectors):
         return self._hits(scores[0].tolist(), labels[0].tolist())
 
     def _hits(self, scores: list[float], labels: list[int]) -> list[Hit]:
-        ids, meta = self._ids, self._meta
         if -1 in labels:  # fewer results than asked (an HNSW index that found fewer)
             scores = [s for s, i in zip(scores, labels, strict=True) if i >= 0]
             labels = [i for i in labels if i >= 0]
-        return hits_of([ids[i] for i in labels], scores, [meta[i] for i in labels])
+        return hits_at(labels, scores, self._ids, self._meta)
 
     def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
         """``[self.query(t, k) for t in texts]`` in batched ``search`` calls of fewer queries than FAISS's
@@ -192,8 +191,7 @@ class HnswlibStore(_Vectors):
         return self._hits(labels[0].tolist(), dists[0].tolist())
 
     def _hits(self, labels: list[int], dists: list[float]) -> list[Hit]:
-        ids, meta = self._ids, self._meta
-        return hits_of([ids[i] for i in labels], [1.0 - d for d in dists], [meta[i] for i in labels])
+        return hits_at(labels, [1.0 - d for d in dists], self._ids, self._meta)
 
     def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
         """``[self.query(t, k) for t in texts]`` in one ``knn_query`` call (each query searched as alone)."""

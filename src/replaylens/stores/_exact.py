@@ -16,7 +16,7 @@ from ._types import (
     check_k,
     embed_checked,
     embed_queries,
-    hits_of,
+    hits_at,
     load_state,
     save_state,
 )
@@ -104,8 +104,7 @@ class ExactStore:
             return []
         s = self.scores(text)
         order = np.argsort(-s, kind="stable")[:k].tolist()
-        ids, meta = self._ids, self._meta
-        return hits_of([ids[i] for i in order], s[order].tolist(), [meta[i] for i in order])
+        return hits_at(order, s[order].tolist(), self._ids, self._meta)
 
     def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
         """``[self.query(t, k) for t in texts]``: the query vectors embedded together, each scored as alone."""
@@ -114,11 +113,11 @@ class ExactStore:
             return [[] for _ in texts]
         self._flush()
         qs = embed_queries(self.embedder, texts, unit=True)
-        ids, meta, out = self._ids, self._meta, []
+        out = []
         for q in qs:
             s = self._matrix @ q.astype(np.float64)
             order = np.argsort(-s, kind="stable")[:k].tolist()
-            out.append(hits_of([ids[i] for i in order], s[order].tolist(), [meta[i] for i in order]))
+            out.append(hits_at(order, s[order].tolist(), self._ids, self._meta))
         return out
 
     def close(self) -> None:

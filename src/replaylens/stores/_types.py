@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = ["EXTRA", "Embedder", "Hit", "Metadata", "Params", "Scalar", "StoreItem", "VectorStore", "check_embedded",
-           "check_k", "embed_checked", "embed_queries", "freeze_metadata", "hits_of", "import_backend", "load_state",
-           "query_many", "save_state", "unit_rows"]
+           "check_k", "embed_checked", "embed_queries", "freeze_metadata", "hits_at", "import_backend",
+           "load_state", "query_many", "save_state", "unit_rows"]
 
 EXTRA = "replaylens[stores]"
 
@@ -69,16 +69,17 @@ _new = object.__new__
 _SET_ID, _SET_SCORE, _SET_RANK, _SET_MD = (Hit.__dict__[f].__set__ for f in ("id", "score", "rank", "metadata"))
 
 
-def hits_of(ids: Sequence[str], scores: Sequence[float], metas: Sequence[Metadata]) -> list[Hit]:
-    """Hits ranked 1.. from an adapter's own lists (scores as Python floats; metadata already frozen by
-    ``StoreItem`` or ``freeze_metadata``): the same values ``Hit(...)`` makes, without its per-field checks."""
+def hits_at(labels: Sequence[int], scores: Sequence[float], ids: Sequence[str], metas: Sequence[Metadata]
+            ) -> list[Hit]:
+    """Hits ranked 1.. of the records at positions ``labels`` of an adapter's own ``ids`` / ``metas`` (frozen by
+    ``StoreItem``), with ``scores`` (Python floats): the values ``Hit(...)`` makes, in one loop without its checks."""
     out = []
-    for r, (i, s, m) in enumerate(zip(ids, scores, metas, strict=True)):
+    for r, (i, s) in enumerate(zip(labels, scores, strict=True), 1):
         h = _new(Hit)
-        _SET_ID(h, i)
+        _SET_ID(h, ids[i])
         _SET_SCORE(h, s)
-        _SET_RANK(h, r + 1)
-        _SET_MD(h, m if type(m) is MappingProxyType else freeze_metadata(m))
+        _SET_RANK(h, r)
+        _SET_MD(h, metas[i])
         out.append(h)
     return out
 
