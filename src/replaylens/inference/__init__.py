@@ -27,7 +27,7 @@ from ._adaptive import (
 )
 from ._bootstrap import adjusted_level, cluster_bootstrap
 from ._results import BootstrapResult, SignFlipResult
-from ._shared import shared_bootstrap, shared_sign_flip_tests
+from ._shared import shared_bootstrap, shared_sign_flip_tests, single_thread_blas
 from ._signflip import format_p, sign_flip_test
 
 __all__ = [
@@ -47,4 +47,5 @@ __all__ = [
     "shared_bootstrap",
     "shared_sign_flip_tests",
     "sign_flip_test",
+    "single_thread_blas",
 ]

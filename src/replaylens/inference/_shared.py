@@ -33,7 +33,7 @@ import importlib
 import itertools
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -45,7 +45,7 @@ from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _pa
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
-__all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests"]
+__all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests", "single_thread_blas"]
 
 #: draws per block (one Generator each); fixed, so the bytes never depend on the thread count
 BLOCK = 256
@@ -106,6 +106,20 @@ def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: in
     out /= n
 
 
+
+@contextlib.contextmanager
+def single_thread_blas() -> Iterator[None]:
+    """Hold BLAS to one thread (where ``threadpoolctl`` is installed) while the caller runs its own parallel
+    work or many small products: BLAS threads on top only contend. Results are the same either way."""
+    try:  # imported by name: threadpoolctl ships no type information
+        tpc = importlib.import_module("threadpoolctl")
+    except ImportError:
+        yield
+        return
+    with tpc.threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) -> None:
     """``block(b)`` for every block of the ``n_resamples`` draws, on up to ``threads`` threads (numpy's
     generators and BLAS release the GIL; each block writes its own rows, so the order does not matter).
@@ -116,12 +130,7 @@ def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) ->
     blocks = range(math.ceil(n_resamples / BLOCK))
     workers = min(threads, len(blocks))
     with contextlib.ExitStack() as stack:
-        try:
-            tpc = importlib.import_module("threadpoolctl")
-        except ImportError:
-            pass
-        else:
-            stack.enter_context(tpc.threadpool_limits(limits=1, user_api="blas"))
+        stack.enter_context(single_thread_blas())
         if workers <= 1:
             for b in blocks:
                 block(b)

@@ -24,7 +24,6 @@ from ._fit import (
     fit_recurrent,
     init_params,
     recurrent_loss_grad,
-    single_thread_blas,
 )
 from ._interface import (
     INTERFACE_FIT,
@@ -50,7 +49,6 @@ from ._writers import (
 )
 
 __all__ = [
-    "single_thread_blas",
     "ARMS",
     "INTERFACE_FIT",
     "PAPER_FIT",

@@ -15,16 +15,15 @@ differences in the tests.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...agents import Agent
 from ...errors import ConfigError
+from ...inference import single_thread_blas
 from ...rng import derive_rng
 from ._data import Observations, TrainingBlocks, observations
 from ._writers import ARMS, additive_nuisance_agent, associative_agent, recurrent_agent
@@ -242,19 +241,6 @@ def recurrent_loss_grad(params: Params, blocks: TrainingBlocks | Sequence[Traini
         return _RecurrentProblem(items[0])(params, l2)
     parts = [_RecurrentProblem(b)({k: v[i:i + 1] for k, v in params.items()}, l2) for i, b in enumerate(items)]
     return np.concatenate([p[0] for p in parts]), {k: np.concatenate([p[1][k] for p in parts]) for k in params}
-
-
-@contextlib.contextmanager
-def single_thread_blas() -> Iterator[None]:
-    """Limit BLAS to one thread while fitting: the products are small, and a threaded BLAS spends more
-    time synchronizing (badly so on a shared machine) than it saves."""
-    try:  # optional (a scikit-learn dependency); imported by name as it ships no type information
-        tpc = importlib.import_module("threadpoolctl")
-    except ImportError:
-        yield
-        return
-    with tpc.threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def adam(loss_grad: LossGrad, params: Params, settings: FitSettings = PAPER_FIT) -> tuple[Params, np.ndarray,

@@ -67,7 +67,6 @@ from ._train import (
     init_recurrent,
     numerical_path,
     recurrent_loss_grad,
-    single_thread_blas,
     train_additive_models,
     train_recurrent_models,
 )
@@ -120,7 +119,6 @@ __all__ = [
     "run_learned_control",
     "run_learned_pair",
     "numerical_path",
-    "single_thread_blas",
     "train_additive_models",
     "train_control_models",
     "train_recurrent_models",

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
+from ...inference import single_thread_blas
 from ...maps import DERANGEMENTS_4
 from ...rng import derive_rng
 from ._data import TARGET_ENTROPY, TARGET_HIGH, TARGET_LOW, micro_centered
@@ -45,7 +46,6 @@ from ._train import (
     _frozen,
     _sigmoid,
     init_recurrent,
-    single_thread_blas,
 )
 
 __all__ = [

@@ -19,16 +19,16 @@ and the parameter gradient is one product per key over all of that key's slots.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ...errors import ConfigError
+from ...inference import single_thread_blas
 from ...rng import derive_rng
 from ._data import EndpointSequences
 
@@ -41,7 +41,6 @@ __all__ = [
     "init_recurrent",
     "numerical_path",
     "recurrent_loss_grad",
-    "single_thread_blas",
     "train_additive_models",
     "train_recurrent_models",
 ]
@@ -130,18 +129,6 @@ class TrainedModel:
     seconds: float
     """Wall time of the batch that trained it, divided by the batch's models."""
     meta: Mapping[str, Any] = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def single_thread_blas() -> Iterator[None]:
-    """Limit BLAS to one thread while training (tiny matrix products run faster and steadier)."""
-    try:  # optional (scikit-learn's dependency); imported by name as it ships no type information
-        tpc = importlib.import_module("threadpoolctl")
-    except ImportError:
-        yield
-        return
-    with tpc.threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def numerical_path() -> str:

@@ -36,8 +36,8 @@ import numpy as np
 
 from ...agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput, TieRule, choose, choose_batch
 from ...errors import AgentError, ConfigError
+from ...inference import single_thread_blas
 from ...rng import check_rng
-from ..fitted import single_thread_blas
 
 __all__ = [
     "PARAMETER_SEEDS",
