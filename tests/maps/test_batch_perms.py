@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaylens.maps import SlotLaw, SlotSpec, stream_perm, stream_perms
+from replaylens.maps import SlotLaw, SlotSpec, stream_perm, stream_perms, vector_draws_match_numpy
 
 ROLES = ("value", "pair", "time", "reorder")
 
@@ -48,3 +48,19 @@ def test_batch_equals_stream_by_stream(law: SlotLaw, pair_shares_value: bool) ->
 def test_batch_equals_stream_by_stream_on_unsorted_blocks(rows: list[list[int]], seed: int) -> None:
     # blocks need not be contiguous or sorted within a stream
     _check(SlotSpec.from_seed(seed), [np.array(r, dtype=np.int64) for r in rows])
+
+
+def test_the_vectorized_draws_are_checked_against_numpy_and_fall_back_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch path checks itself against numpy's generators once; if a numpy changed its seeding or
+    shuffle, every stream would be drawn by numpy's own generator, giving the same permutations."""
+    from replaylens.maps import _batch
+
+    assert vector_draws_match_numpy()  # on this numpy the vectorized path is the one that runs
+    rng = np.random.default_rng(5)
+    blocks = [np.repeat(np.arange(k), rng.integers(1, 6, size=k)) for k in rng.integers(1, 4, size=60)]
+    names = [f"s{i:03d}" for i in range(len(blocks))]
+    spec = SlotSpec.from_seed(9)
+    fast = stream_perms(spec, ROLES, names, _padded(blocks))
+    monkeypatch.setattr(_batch, "vector_draws_match_numpy", lambda: False)
+    slow = stream_perms(spec, ROLES, names, _padded(blocks))
+    assert all(np.array_equal(fast[r], slow[r]) for r in ROLES)

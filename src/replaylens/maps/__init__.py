@@ -1,6 +1,6 @@
 """Label maps ρ (derangements, involutions, user maps) and slot laws σ (uniform derangement/permutation)."""
 
-from ._batch import stream_perms
+from ._batch import stream_perms, vector_draws_match_numpy
 from ._labels import (
     DERANGEMENTS_4,
     INVOLUTIONS_4,
@@ -29,6 +29,7 @@ __all__ = [
     "resolve_maps",
     "stream_perm",
     "stream_perms",
+    "vector_draws_match_numpy",
     "uniform_derangement",
     "uniform_permutation",
 ]

@@ -12,15 +12,16 @@ than :data:`VEC_MAX_SLOTS` drawn slots), or a batch of few long streams, uses nu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..rng import derive_seed, stable_int, stable_ints
 from ._pcg import VectorPCG64, pcg64_states, shuffle_draws
-from ._slots import SlotLaw, SlotSpec
+from ._slots import SlotLaw, SlotSpec, stream_perm
 
-__all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "VEC_MIN_STREAMS_PER_SLOT", "stream_perms"]
+__all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "VEC_MIN_STREAMS_PER_SLOT", "stream_perms", "vector_draws_match_numpy"]
 
 _MAX_TRIES = 100_000
 VEC_MAX_BLOCK = 64
@@ -110,10 +111,50 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
     return local
 
 
+def _per_stream(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
+                block_local: np.ndarray) -> dict[str, np.ndarray]:
+    """The reference: :func:`stream_perm` stream by stream, padded rows mapping to themselves."""
+    s_n, t_n = block_local.shape
+    out = {role: np.tile(np.arange(t_n, dtype=np.int64), (s_n, 1)) for role in roles}
+    for i, name in enumerate(streams):
+        row = block_local[i]
+        n = int(np.count_nonzero(row >= 0))
+        for role in roles:
+            out[role][i, :n] = stream_perm(spec, role, name, row[:n])
+    return out
+
+
+@functools.cache
+def vector_draws_match_numpy() -> bool:
+    """Whether the vectorized seeding and draws reproduce this numpy's generators, on a probe that takes both
+    batch paths (many short streams, one long block) and every law; where they do not, :func:`stream_perms`
+    draws stream by stream with numpy's own generators (the same permutations, slower)."""
+    sizes = np.random.default_rng(0).integers(1, 4, size=(64, 2))  # 64 streams >= 8 per drawn slot
+    rows = [np.repeat(np.arange(2), s) for s in sizes] + [np.repeat(np.arange(2), (VEC_MAX_BLOCK + 6, 3))]
+    padded = np.full((len(rows), max(r.size for r in rows)), -1, dtype=np.int64)
+    for i, r in enumerate(rows):
+        padded[i, : r.size] = r
+    names = [f"probe-{i}" for i in range(len(rows))]
+    spec = SlotSpec(value_seed=11, time_seed=12, reorder_seed=13, pair_shares_value=False, pair_seed=14,
+                    pair_law=SlotLaw.PERMUTATION)
+    roles = ("value", "pair", "time", "reorder")
+    got = _batched(spec, roles, names, padded)
+    want = _per_stream(spec, roles, names, padded)
+    return all(np.array_equal(got[r], want[r]) for r in roles)
+
+
 def stream_perms(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
                  block_local: np.ndarray) -> dict[str, np.ndarray]:
     """``role -> (S, T)`` source positions: row ``i`` is ``stream_perm(spec, role, streams[i], row_blocks)``
     where ``row_blocks`` is row ``i`` of ``block_local`` before its ``-1`` padding (padding maps to itself)."""
+    if not vector_draws_match_numpy():
+        return _per_stream(spec, roles, streams, block_local)
+    return _batched(spec, roles, streams, block_local)
+
+
+def _batched(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],
+             block_local: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`stream_perms` on the vectorized generators (:mod:`._pcg`)."""
     s_n, t_n = block_local.shape
     positions, starts, sizes = _block_groups(block_local)
     row_of = positions[starts] // t_n if starts.size else starts
