@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["pcg64_states", "seed_words", "VectorPCG64"]
+__all__ = ["pcg64_states", "seed_state_words", "seed_words", "VectorPCG64"]
 
 _U = np.uint64
 _M32 = _U(0xFFFFFFFF)
@@ -88,9 +88,9 @@ def _step(hi: np.ndarray, lo: np.ndarray, inc_hi: np.ndarray, inc_lo: np.ndarray
         return new_hi + inc_hi + carry, out_lo
 
 
-def pcg64_states(entropy_prefix: Sequence[int], last: np.ndarray) -> tuple[np.ndarray, ...]:
-    """PCG64 (state_hi, state_lo, inc_hi, inc_lo) of ``PCG64(SeedSequence([*entropy_prefix, last[g]]))``
-    for every g (``last`` a uint64 array of non-negative values)."""
+def seed_state_words(entropy_prefix: Sequence[int], last: np.ndarray) -> list[np.ndarray]:
+    """``SeedSequence([*entropy_prefix, last[g]]).generate_state(4, np.uint64)`` for every g, as four uint64
+    arrays (``last`` a uint64 array of non-negative values): numpy's SeedSequence hash, vectorized."""
     prefix = [w for v in entropy_prefix for w in seed_words(int(v))]
     last = np.asarray(last, dtype=_U)
     g_n, p_n = last.shape[0], len(prefix)
@@ -108,7 +108,15 @@ def pcg64_states(entropy_prefix: Sequence[int], last: np.ndarray) -> tuple[np.nd
             const = (const * _MULT_B) & 0xFFFFFFFF
             v = (v * _U(const)) & _M32
             words.append(v ^ (v >> _U(16)))
-        val = [words[2 * k] | (words[2 * k + 1] << _U(32)) for k in range(4)]
+        return [words[2 * k] | (words[2 * k + 1] << _U(32)) for k in range(4)]
+
+
+def pcg64_states(entropy_prefix: Sequence[int], last: np.ndarray) -> tuple[np.ndarray, ...]:
+    """PCG64 (state_hi, state_lo, inc_hi, inc_lo) of ``PCG64(SeedSequence([*entropy_prefix, last[g]]))``
+    for every g (``last`` a uint64 array of non-negative values)."""
+    val = seed_state_words(entropy_prefix, last)
+    g_n = val[0].shape[0]
+    with np.errstate(over="ignore"):
         # pcg64_set_seed: initstate = (val0, val1), initseq = (val2, val3), (high, low)
         inc_hi = (val[2] << _U(1)) | (val[3] >> _U(63))
         inc_lo = (val[3] << _U(1)) | _U(1)

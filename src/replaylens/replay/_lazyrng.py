@@ -23,61 +23,16 @@ from typing import Any
 import numpy as np
 from numpy.random.bit_generator import ISpawnableSeedSequence
 
+from ..maps import seed_state_words
+
 __all__ = ["SeedBlock", "is_seeded", "lazy_generator", "pcg64_words"]
 
 _Generator = np.random.Generator
-_U32 = np.uint32
-_M32 = 0xFFFFFFFF
-# numpy's SeedSequence constants (bit_generator.pyx): pool of 4 words, hashmix / mix multipliers
-_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
-_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
-
-
-def _hash_consts(n: int) -> list[tuple[int, int]]:
-    """(xor, multiplier) of the first ``n`` hashmix calls (the hash constant runs independently of the data)."""
-    a, out = _INIT_A, []
-    for _ in range(n):
-        nxt = (a * _MULT_A) & _M32
-        out.append((a, nxt))
-        a = nxt
-    return out
-
-
-_HASH = _hash_consts(16)
-
-
-def _hashmix(v: np.ndarray, c: tuple[int, int]) -> np.ndarray:
-    v = (v ^ _U32(c[0])) * _U32(c[1])
-    return v ^ (v >> _U32(16))
-
-
-def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r: np.ndarray = np.subtract(np.multiply(_U32(_MIX_L), x, dtype=_U32), np.multiply(_U32(_MIX_R), y, dtype=_U32),
-                                dtype=_U32)
-    return r ^ (r >> _U32(16))
-
-
 def pcg64_words(seeds: np.ndarray) -> np.ndarray:
     """(..., 4) uint64: ``SeedSequence(s).generate_state(4, np.uint64)`` for every 64-bit seed ``s``
     (the words ``PCG64(s)`` is seeded with), computed for all seeds at once."""
     s = np.asarray(seeds, dtype=np.uint64)
-    zero = np.zeros(s.shape, dtype=_U32)
-    entropy = [(s & np.uint64(_M32)).astype(_U32), (s >> np.uint64(32)).astype(_U32), zero, zero]
-    consts = iter(_HASH)
-    with np.errstate(over="ignore"):
-        pool = [_hashmix(e, next(consts)) for e in entropy]  # a seed below 2**32 is one word, padded alike
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    pool[dst] = _mix(pool[dst], _hashmix(pool[src], next(consts)))
-        b, words = _INIT_B, []
-        for i in range(8):
-            v = pool[i % 4] ^ _U32(b)
-            b = (b * _MULT_B) & _M32
-            v = v * _U32(b)
-            words.append(v ^ (v >> _U32(16)))
-    st = np.stack(words, axis=-1)
-    return np.asarray(st[..., 0::2].astype(np.uint64) | (st[..., 1::2].astype(np.uint64) << np.uint64(32)))
+    return np.stack(seed_state_words([], s.reshape(-1)), axis=-1).reshape(*s.shape, 4)
 
 
 def _words_match_numpy() -> bool:
