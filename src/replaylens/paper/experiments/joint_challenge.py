@@ -979,8 +979,9 @@ def joint_feasibility() -> list[Comparison]:
         for g, _, _ in GROUPS:
             rows.append(compare("joint subgroup rows present", g, _FORM_LABEL[form], float(g not in absent),
                                 float(ch.eligible(g, form).any()), None, note))
-    t = ch.timings
-    rows.append(compare("joint timings (s)", "search / acquire 3,840 requests / predictions", "seconds", None,
-                        t.get("search_s", 0.0) + t.get("acquire_s", 0.0) + t.get("predictions_s", 0.0), None,
-                        ", ".join(f"{k}={v:.1f}" for k, v in t.items())))
+    t = ch.timings  # a `timing` row, which `reproduce --check` leaves out: wall seconds differ between runs
+    for key, label in (("search_s", "history search"), ("acquire_s", "acquire 3,840 requests"),
+                       ("predictions_s", "predictions")):
+        rows.append(compare("timing", f"joint challenge: {label}", "wall seconds", None, t.get(key, 0.0), None,
+                            "wall seconds on the machine that generated this section"))
     return rows
