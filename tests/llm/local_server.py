@@ -33,18 +33,19 @@ def _free_port() -> int:
 
 
 @contextmanager
-def local_server(gguf: str, folder: Path, *args: str) -> Iterator[str]:
-    """Start ``python -m llama_cpp.server`` on ``gguf`` (extra server ``args``), yield its ``/v1`` URL once it
-    answers ``/models``, and stop it afterwards; the server's log is ``folder/server.log``."""
+def local_server(gguf: str, folder: Path, *args: str, n_ctx: int = 2048, start_tries: int = 240) -> Iterator[str]:
+    """Start ``python -m llama_cpp.server`` on ``gguf`` (context ``n_ctx``, extra server ``args``), yield its ``/v1``
+    URL once it answers ``/models`` (polled every 0.25 s, at most ``start_tries`` times), and stop it afterwards;
+    the server's log is ``folder/server.log``."""
     port = _free_port()
     log_path = folder / "server.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1",
-                                 "--port", str(port), "--n_ctx", "2048", *args], stdout=log,
+                                 "--port", str(port), "--n_ctx", str(n_ctx), *args], stdout=log,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             url = f"http://127.0.0.1:{port}/v1"
-            for _ in range(240):
+            for _ in range(start_tries):
                 try:
                     with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
                         if r.status == 200:

@@ -8,38 +8,27 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _retrievalcases import example
+from local_server import embedded_gguf, local_server
 
 from replaylens.records import write_futures, write_history
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def embedding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a llama-cpp-python server embedding with the embedded model (skips without the local
     extra, unless REPLAYLENS_REQUIRE names it)."""
-    from replaylens.llm import embedded_model_path, llama_available
-
-    gguf = embedded_model_path() if llama_available() else None
+    gguf = embedded_gguf()
     try:
-        import llama_cpp.server  # noqa: F401
         import openai  # noqa: F401
     except ImportError:
         gguf = None
@@ -47,28 +36,9 @@ def embedding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         from conftest import require
 
         require("local", "llama-cpp-python[server], openai and the embedded model (the local extra) are not installed")
-    port = _free_port()
-    logfile = tmp_path_factory.mktemp("embed-server") / "server.log"
-    log = logfile.open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "512", "--embedding", "true",
-                             "--kv_overrides", "llama.pooling_type=int:1"], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(480):
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.25)
-            assert proc.poll() is None, logfile.read_text()[-2000:]
+    with local_server(str(gguf), tmp_path_factory.mktemp("embed-server"), "--embedding", "true",
+                      "--kv_overrides", "llama.pooling_type=int:1", n_ctx=512, start_tries=480) as url:
         yield url
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def _inputs(tmp: Path) -> tuple[Path, Path]:
