@@ -19,11 +19,10 @@ import numpy as np
 
 from ..rng import derive_seed, stable_int, stable_ints
 from ._pcg import VectorPCG64, pcg64_states, shuffle_draws
-from ._slots import SlotLaw, SlotSpec, stream_perm
+from ._slots import SlotLaw, SlotSpec, draw_block, stream_perm
 
 __all__ = ["VEC_MAX_BLOCK", "VEC_MAX_SLOTS", "VEC_MIN_STREAMS_PER_SLOT", "stream_perms", "vector_draws_match_numpy"]
 
-_MAX_TRIES = 100_000
 VEC_MAX_BLOCK = 64
 """Largest block drawn by the vectorized generators (longer blocks: numpy's generator per stream)."""
 VEC_MAX_SLOTS = 512
@@ -47,21 +46,6 @@ def _block_groups(block_local: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if sorted_key.size else valid[:0]
     sizes = np.diff(np.r_[starts, sorted_key.size])
     return positions, starts, sizes
-
-
-def _draw(law: SlotLaw, n: int, g: np.random.Generator) -> list[int] | None:
-    """``draw_block(law, n, g)`` (same draws) as a list; ``None`` for the identity (no draw)."""
-    if law is SlotLaw.IDENTITY or n <= 1:
-        return None
-    p: list[int] = g.permutation(n).tolist()
-    if law is SlotLaw.DERANGEMENT:
-        tries = 1
-        while any(map(int.__eq__, p, range(n))):  # a fixed point: redraw
-            if tries >= _MAX_TRIES:  # pragma: no cover (acceptance ≈ e^-1 per try)
-                raise RuntimeError("derangement rejection sampler did not accept")
-            p = g.permutation(n).tolist()
-            tries += 1
-    return p
 
 
 def _place(local: np.ndarray, starts: np.ndarray, sizes: np.ndarray, perms: np.ndarray) -> None:
@@ -103,11 +87,9 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
             bit.state = {"bit_generator": "PCG64", "state": {"state": (hi[g] << 64) | lo[g],
                                                              "inc": (inc_hi[g] << 64) | inc_lo[g]},
                          "has_uint32": 0, "uinteger": 0}
-            for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():
-                p = _draw(law, int(sizes[q]), gr)
-                if p is not None:
-                    start = int(starts[q])
-                    local[start : start + len(p)] = np.asarray(p, dtype=np.int64) + start
+            for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():  # every drawn block has 2+ slots
+                start, n = int(starts[q]), int(sizes[q])
+                local[start : start + n] = draw_block(law, n, gr) + start
     return local
 
 
