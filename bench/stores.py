@@ -3,8 +3,9 @@ the same run, and the peak memory of a 100,000-record ingestion.
 
 Both paths get the same vectors from the same embedder (a table of seeded random unit vectors, so embedding costs
 next to nothing and the adapter's own overhead shows): the native path calls the package directly the way the
-adapter does (same batch sizes, same index parameters), the adapter path goes through ``make_store``. Both return
-the same information per hit (id, score, metadata; the adapter as ``Hit`` objects, the native path as tuples).
+adapter does (same batch sizes, same index parameters, the same stored payload, and FAISS's own ``normalize_L2``
+where cosine similarity needs unit vectors), the adapter path goes through ``make_store``. Both return the same
+information per hit (id, score, metadata; the adapter as ``Hit`` tuples, the native path as plain tuples).
 Every timing is the best of ``--repeat`` fresh builds (``time.perf_counter``); a query pass asks ``--queries``
 queries at k = 10, in two workloads: one by one (``store.query`` vs one native search per query) and batched,
 ``--batch`` queries a call (``store.query_many``, the retrieval agent's path, vs the native batched search the
@@ -93,18 +94,23 @@ def _native_exact(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, One,
 def _native_faiss(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, One, Many]:
     import faiss
 
+    def unit(x: np.ndarray) -> np.ndarray:  # cosine similarity as inner product: FAISS's own normalize_L2
+        x = np.array(x, dtype=np.float32)
+        faiss.normalize_L2(x)
+        return x
+
     index = faiss.IndexFlatIP(emb.dim)
     for i in range(0, len(items), 1024):
-        index.add(emb.embed([it.text for it in items[i:i + 1024]]))
+        index.add(unit(emb.embed([it.text for it in items[i:i + 1024]])))
     ids, meta = [it.id for it in items], [it.metadata for it in items]
     step = faiss.cvar.distance_compute_blas_threshold - 1  # the adapter's chunks (same kernel as one query)
 
     def query(text: str) -> list[Row]:
-        d, lab = index.search(emb.embed([text]), K)
+        d, lab = index.search(unit(emb.embed([text])), K)
         return [(ids[j], x, meta[j]) for x, j in zip(d[0].tolist(), lab[0].tolist(), strict=True)]
 
     def many(texts: list[str]) -> list[list[Row]]:
-        qs, out = emb.embed(texts), []
+        qs, out = unit(emb.embed(texts)), []
         for lo in range(0, len(qs), step):
             d, lab = index.search(qs[lo:lo + step], K)
             out += [[(ids[j], x, meta[j]) for x, j in zip(dr, lr, strict=True)]
@@ -168,7 +174,8 @@ def _native_qdrant(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, One
         vecs = emb.embed([it.text for it in batch])
         client.upsert("bench", points=[models.PointStruct(id=str(uuid.uuid5(uuid.NAMESPACE_URL, it.id)),
                                                           vector=v.tolist(),
-                                                          payload={"id": it.id, "md": dict(it.metadata)})
+                                                          payload={"id": it.id, "text": it.text,
+                                                                   "md": dict(it.metadata)})
                                        for it, v in zip(batch, vecs, strict=True)], wait=True)
 
     def rows(q: np.ndarray) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,13 @@ from replaylens.stores import (
     STORES,
     ExactStore,
     HashingEmbedder,
+    Hit,
     StoreItem,
     VectorStore,
+    embed_checked,
     make_embedder,
     make_store,
+    unit_rows,
 )
 
 
@@ -160,3 +164,49 @@ def test_exact_store_any_batching_equals_one_item_at_a_time(log: list[tuple[int,
     many.add(items)
     for q in ("text 1", "task 2", "text 5 of task 2"):
         assert one.query(q, 8) == many.query(q, 8)
+
+
+class _RawEmbedder:
+    """Returns the given rows as they are (float32, not normalised), so the adapter's normalisation shows."""
+
+    name = "raw"
+    batch_invariant = True
+
+    def __init__(self, rows: dict[str, np.ndarray]) -> None:
+        self.rows = rows
+        self.dim = len(next(iter(rows.values())))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.rows[t] for t in texts]).astype(np.float32)
+
+    def fingerprint(self) -> str:
+        return "raw"
+
+
+@given(st.lists(st.lists(st.floats(-1e3, 1e3, width=32), min_size=5, max_size=5), min_size=1, max_size=12))
+def test_one_query_vector_is_normalised_to_the_bytes_of_a_batch_row(rows: list[list[float]]) -> None:
+    """``embed_checked`` normalises a single text with a scalar fast path; each row equals that text's row in the
+    batched call and in ``unit_rows`` (an all-zero row stays zero)."""
+    emb = _RawEmbedder({f"t{i}": np.array(r, dtype=np.float32) for i, r in enumerate(rows)})
+    texts = list(emb.rows)
+    batch = embed_checked(emb, texts, unit=True)
+    assert batch.tobytes() == unit_rows(emb.embed(texts)).tobytes()
+    for n, t in enumerate(texts):
+        one = embed_checked(emb, [t], unit=True)
+        assert one.dtype == np.float32 and one.shape == (1, 5)
+        assert one.tobytes() == batch[n:n + 1].tobytes()
+
+
+def test_a_hit_is_an_immutable_named_tuple_with_frozen_metadata() -> None:
+    md = {"outcome": 1.5}
+    hit = Hit("a", 0.9, 1, md)
+    md["outcome"] = 0.0
+    assert (hit.id, hit.score, hit.rank, hit.metadata["outcome"]) == ("a", 0.9, 1, 1.5)
+    assert hit == Hit("a", 0.9, 1, {"outcome": 1.5}) and hit != Hit("a", 0.9, 2, {"outcome": 1.5})
+    with pytest.raises(TypeError):
+        hit.metadata["outcome"] = 2.0  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        hit.score = 0.0  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="metadata 'x'"):
+        Hit("a", 0.9, 1, {"x": [1]})  # type: ignore[dict-item]
+    assert repr(hit).startswith("Hit(id='a', score=0.9, rank=1")

@@ -11,7 +11,18 @@ hits one-by-one ``query`` calls give.
 from ._embedders import EMBEDDERS, HashingEmbedder, OpenAIEmbedder, WordLlamaEmbedder, make_embedder
 from ._exact import ExactStore
 from ._registry import STORES, StoreFactory, make_store
-from ._types import EXTRA, Embedder, Hit, Metadata, Scalar, StoreItem, VectorStore, query_many, unit_rows
+from ._types import (
+    EXTRA,
+    Embedder,
+    Hit,
+    Metadata,
+    Scalar,
+    StoreItem,
+    VectorStore,
+    embed_checked,
+    query_many,
+    unit_rows,
+)
 
 __all__ = [
     "EMBEDDERS",
@@ -28,6 +39,7 @@ __all__ = [
     "StoreItem",
     "VectorStore",
     "WordLlamaEmbedder",
+    "embed_checked",
     "make_embedder",
     "make_store",
     "query_many",

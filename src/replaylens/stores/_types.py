@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -51,37 +52,34 @@ class StoreItem:
         object.__setattr__(self, "metadata", freeze_metadata(self.metadata))
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One retrieved record: its ``id``, the backend's similarity ``score`` (higher is closer; cosine similarity
-    for every built-in backend), its 1-based ``rank`` in the backend's own order, and its stored ``metadata``."""
-
+class _HitFields(NamedTuple):
     id: str
     score: float
     rank: int
-    metadata: Metadata = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "metadata", freeze_metadata(self.metadata))
+    metadata: Metadata
 
 
-_new = object.__new__
-_SET_ID, _SET_SCORE, _SET_RANK, _SET_MD = (Hit.__dict__[f].__set__ for f in ("id", "score", "rank", "metadata"))
+class Hit(_HitFields):
+    """One retrieved record: its ``id``, the backend's similarity ``score`` (higher is closer; cosine similarity
+    for every built-in backend), its 1-based ``rank`` in the backend's own order, and its stored ``metadata``
+    (read-only). An immutable named tuple: adapters build thousands a second, and a tuple is the cheapest value
+    Python makes (see docs/decisions.md, "Store hits as named tuples")."""
+
+    __slots__ = ()
+
+    def __new__(cls, id: str, score: float, rank: int, metadata: Metadata | None = None) -> Hit:
+        return super().__new__(cls, id, score, rank, freeze_metadata({} if metadata is None else metadata))
+
+
+_tuple_new = tuple.__new__
 
 
 def hits_at(labels: Sequence[int], scores: Sequence[float], ids: Sequence[str], metas: Sequence[Metadata]
             ) -> list[Hit]:
     """Hits ranked 1.. of the records at positions ``labels`` of an adapter's own ``ids`` / ``metas`` (frozen by
-    ``StoreItem``), with ``scores`` (Python floats): the values ``Hit(...)`` makes, in one loop without its checks."""
-    out = []
-    for r, (i, s) in enumerate(zip(labels, scores, strict=True), 1):
-        h = _new(Hit)
-        _SET_ID(h, ids[i])
-        _SET_SCORE(h, s)
-        _SET_RANK(h, r)
-        _SET_MD(h, metas[i])
-        out.append(h)
-    return out
+    ``StoreItem``), with ``scores`` (Python floats): the values ``Hit(...)`` makes, without its checks."""
+    return [_tuple_new(Hit, (ids[i], s, r, metas[i]))
+            for r, (i, s) in enumerate(zip(labels, scores, strict=True), 1)]
 
 
 @runtime_checkable
@@ -173,6 +171,13 @@ def _unit_checked(raw: np.ndarray, texts: Sequence[str], embedder: Embedder) -> 
                           f"expected {(len(texts), embedder.dim)}")
     x64 = v.astype(np.float64)
     sq = np.einsum("ij,ij->i", x64, x64)
+    if len(sq) == 1:  # one query: the same operations on a Python float (one row's norm; no array bookkeeping)
+        s = float(sq[0])
+        if not math.isfinite(s):
+            raise ConfigError(f"embedder {embedder.fingerprint()} returned a non-finite value")
+        if s:
+            x64 /= math.sqrt(s)
+        return x64.astype(np.float32)
     if not np.isfinite(sq).all():
         raise ConfigError(f"embedder {embedder.fingerprint()} returned a non-finite value")
     norms = np.sqrt(sq)
