@@ -102,3 +102,42 @@ def test_the_embedded_model_decides_with_the_retrieved_records(tmp_path: Path) -
                                       "--out", str(tmp_path / "b"), "--run-dir", str(tmp_path / "a" / "llm")])
     assert again.exit_code == 0, again.output
     assert _rows(tmp_path / "b") == rows
+
+
+@pytest.mark.slow
+def test_the_embedded_model_decides_over_the_shipped_examples_multi_token_actions(tmp_path: Path) -> None:
+    """The shipped tool-use example's actions (pandas, duckdb, …) are several tokens for the embedded model: the
+    logits readout refuses them in one line naming --local-readout grammar, and the grammar readout decides."""
+    from replaylens.llm import embedded_model_path, llama_available
+
+    if not llama_available() or embedded_model_path() is None:
+        from conftest import require
+
+        require("local", "llama-cpp-python and the embedded model (the local extra) are not installed")
+    from replaylens.retrieval import example_path
+
+    futures = example_path("future.jsonl", "tool-use").read_text().splitlines()[:4]  # one stream's first requests
+    (tmp_path / "future.jsonl").write_text("\n".join(futures) + "\n")
+    base = ["check-migration", "--store", "exact", "--example", "tool-use", "--queries", str(tmp_path / "future.jsonl"),
+            "--ops", "relabel", "--policy", "local/embedded", "--threads", "2", "-k", "4"]
+    runner = CliRunner()
+    refused = runner.invoke(_main.cli, [*base, "--out", str(tmp_path / "logits")])
+    assert refused.exit_code == 2, refused.output
+    assert "--local-readout grammar" in refused.output and "Traceback" not in refused.output
+    r = runner.invoke(_main.cli, [*base, "--local-readout", "grammar", "--out", str(tmp_path / "g")])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "g" / "summary.json").read_text())
+    assert summary["policy"] == "model local/embedded"
+    menu = set(json.loads(futures[0])["menu"])
+    assert menu == {"pandas", "duckdb", "polars", "awk"}
+    rows = summary["migrations"]
+    assert rows[1]["migration"] == "relabel" and rows[1]["safe"], rows[1]["verdict"]
+    assert rows[0]["readout"]["counts"]["decision_changed"] == 0
+    attempts = [json.loads(line) for f in (tmp_path / "g" / "llm").rglob("attempts.jsonl")
+                for line in f.read_text().splitlines()]
+    decided = [a["decoded_semantic_actions"] for a in attempts if a["status"] == "ok"]
+    assert decided and all(len(d) == 1 and d[0] in menu for d in decided)
+    again = runner.invoke(_main.cli, [*base, "--local-readout", "grammar", "--out", str(tmp_path / "h"),
+                                      "--run-dir", str(tmp_path / "g" / "llm")])
+    assert again.exit_code == 0, again.output
+    assert _rows(tmp_path / "h") == rows

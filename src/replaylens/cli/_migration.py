@@ -36,6 +36,9 @@ from ._stores import run_store_check, store_options
 @click.option("--repeats", default=2, show_default=True, type=click.IntRange(min=1),
               help="Fresh calls per block and condition for a model policy (>= 2: repeat-corrected disagreement).")
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="Local models: CPU threads.")
+@click.option("--local-readout", default="logits", show_default=True, type=click.Choice(["logits", "grammar"]),
+              help="Local models: argmax over single-token menu labels (logits), or greedy generation constrained "
+                   "to the menu (grammar: action names of several tokens, e.g. the shipped store examples).")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Also write OUT/report.html (self-contained, offline), migration.json and manifest.json.")
@@ -43,7 +46,8 @@ from ._stores import run_store_check, store_options
 @user_errors
 def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: str, seed: int, k: int, policy: str,
                         base_url: str | None, api_key_env: str, env_file: str, run_dir: Path | None, repeats: int,
-                        threads: int | None, as_json: bool, out_dir: Path | None, **store_kw: Any) -> None:
+                        threads: int | None, local_readout: str, as_json: bool, out_dir: Path | None,
+                        **store_kw: Any) -> None:
     """Which migrations (reorder, merge, reindex, relabel) change a memory pipeline's stored or retrieved state,
     and (with a model --policy) its decisions?  With --store BACKEND (exact, chroma, qdrant, langgraph, faiss,
     hnswlib, mem0): which store migrations change retrieval and decisions, read against a same-order rebuild?"""
@@ -53,7 +57,7 @@ def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: 
     if store_kw["store"] is not None:
         run_store_check(events_path=events_path, ops=ops, seed=seed, k=k, as_json=as_json, out_dir=out_dir,
                         policy=policy, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
-                        run_dir=run_dir, threads=threads, **store_kw)
+                        run_dir=run_dir, threads=threads, local_readout=local_readout, **store_kw)
         return
     if memory_spec is None or events_path is None:
         raise ConfigError("check-migration needs --memory and --events (or --store BACKEND for a vector store)")
@@ -84,7 +88,7 @@ def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: 
             raise ConfigError(f"--policy {policy} needs --run-dir DIR (every model call is journaled there, so an "
                               "interrupted check resumes without re-asking)")
         backend = memory_backend(spec, base_url=base_url, api_key_env=api_key_env or None, env_file=env_file,
-                                 threads=threads)
+                                 threads=threads, local_readout=local_readout)
         dreps, gate = audit_migration_decisions(factory, blocks, backend, ops=op_list, seed=seed, k=k,
                                                 repeats=repeats, run_dir=run_dir)
         decisions = {d.op: d for d in dreps}

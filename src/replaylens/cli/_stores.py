@@ -78,7 +78,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                     reindex_params: str | None, store_batch: int, embedder_to: str | None, queries_path: Path | None,
                     control_rebuilds: int, expect_safe: str, explicit_ops: bool = False, policy: str = "none",
                     base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY", env_file: str = ".env",
-                    run_dir: Path | None = None, threads: int | None = None) -> None:
+                    run_dir: Path | None = None, threads: int | None = None, local_readout: str = "logits") -> None:
     """SAFE / UNSAFE per store migration, with retrieval- and decision-level counts (exit 1: --expect-safe failed).
     ``policy`` "none" decides by the documented rule; a model (scripted/mean, local/embedded, local/PATH.gguf,
     openai/NAME) decides with the retrieved records in its prompt, its calls journaled under ``run_dir`` (default
@@ -123,7 +123,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                               f"{', '.join(m.name for m in migs)})")
     decider = _decider(policy, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
                        run_dir=run_dir if run_dir is not None else (out_dir / "llm" if out_dir is not None else None),
-                       threads=threads, seed=seed)
+                       threads=threads, seed=seed, local_readout=local_readout)
     results = check_store_migrations(streams, base, migs, k=k, seed=seed, control_rebuilds=control_rebuilds,
                                      decider=decider)
     rows = [r.to_dict() for r in results]
@@ -154,7 +154,8 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                                       "store_params": store_params, "embedder": embedder, "ops": ops,
                                       "migrate_to": migrate_to, "reindex_params": reindex_params,
                                       "batch_size": store_batch, "embedder_to": embedder_to, "k": k, "seed": seed,
-                                      "control_rebuilds": control_rebuilds, "policy": policy},
+                                      "control_rebuilds": control_rebuilds, "policy": policy,
+                                      "local_readout": local_readout},
                            policy="best retrieved outcome" if decider is None else f"model {policy}")
         if not as_json:
             click.echo(f"wrote {out_dir}/report.html, summary.json, manifest.json")
@@ -166,11 +167,13 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
 
 
 def _decider(policy: str, *, base_url: str | None, api_key_env: str | None, env_file: str, run_dir: Path | None,
-             threads: int | None, seed: int) -> Any:
+             threads: int | None, seed: int, local_readout: str = "logits") -> Any:
     """None for the documented rule (``--policy none``), else the retrieval agent's model decider."""
     from ..errors import ConfigError
 
     if policy in ("none", "rule"):
+        if local_readout != "logits":
+            raise ConfigError("--local-readout applies to a local/ model --policy; the documented rule reads no model")
         return None
     if "/" not in policy:
         raise ConfigError(f"with --store, --policy is none (the documented rule: best retrieved outcome) or a model "
@@ -184,7 +187,7 @@ def _decider(policy: str, *, base_url: str | None, api_key_env: str | None, env_
         raise ConfigError(f"--policy {policy} with --store needs --run-dir DIR or --out DIR (every model call is "
                           "journaled there, so a rerun resumes without calls)")
     return ModelDecider(spec, None if run_dir is None else str(run_dir), base_url, api_key_env or None, env_file,
-                        threads, seed)
+                        threads, seed, local_readout)
 
 
 def example_lines(ex: dict[str, Any]) -> list[str]:

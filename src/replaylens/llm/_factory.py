@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import ConfigError
 from ..settings import ModelSpec
 from ._backends import Backend, OpenAIBackend, ScriptedBackend, openai_endpoint
 from ._local import LlamaCppBackend
@@ -29,20 +30,25 @@ def make_backend(
     n_threads: int | None = None,
     n_ctx: int = 4096,
     response_format: str = "auto",
+    local_readout: str = "logits",
 ) -> Backend:
     """Back-end from a model spec: ``openai/NAME`` (any OpenAI-compatible endpoint at ``base_url``),
     ``scripted/RULE`` (mean, sum, count, latest, best) or ``local/PATH`` (a GGUF file via llama-cpp-python).
 
     The API key is read from ``api_key_env`` in the environment, else from ``env_file``; a missing key
     is an error (no fallback to another provider or endpoint).  ``api_key_env=None`` declares an
-    endpoint without authentication.
+    endpoint without authentication.  ``local_readout`` (``local/`` models only): ``"logits"`` (argmax over the
+    menu tokens' single-token continuations) or ``"grammar"`` (greedy generation constrained to the menu tokens,
+    which may be several tokens long).
     """
     spec = ModelSpec.parse(model)
     name = spec.name
+    if local_readout != "logits" and spec.provider != "local":
+        raise ConfigError(f"the local readout applies to local/ models only; got model {model!r}")
     if spec.provider == "scripted":
         return ScriptedBackend(name, noise=noise, seed=seed)
     if spec.provider == "local":
-        return LlamaCppBackend(name, seed=seed, n_ctx=n_ctx, n_threads=n_threads)
+        return LlamaCppBackend(name, seed=seed, n_ctx=n_ctx, n_threads=n_threads, readout=local_readout)
     url, key = openai_endpoint(base_url, api_key_env, env_file)
     settings = ModelSettings("openai", name, base_url=url, reasoning_effort=reasoning_effort,
                              service_tier=service_tier, params=dict(params or {}), structured=structured,

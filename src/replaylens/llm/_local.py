@@ -292,8 +292,9 @@ class LlamaCppBackend(Backend):
         if token not in self._single:
             ids = self.llm.tokenize((" " + token).encode("utf-8"), add_bos=False)
             if len(ids) != 1:
-                raise ConfigError(f"menu token {token!r} is {len(ids)} tokens for this model; the local readout "
-                                  "needs single-token labels (try namespace 'AD' or 'opaque-joint')")
+                raise ConfigError(f"menu token {token!r} is {len(ids)} tokens for this model; the logits readout "
+                                  "needs single-token labels (use the grammar readout, --local-readout grammar, "
+                                  "or a namespace of single-token labels such as 'AD' or 'opaque-joint')")
             self._single[token] = int(ids[0])
         return self._single[token]
 

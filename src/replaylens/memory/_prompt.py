@@ -205,9 +205,11 @@ class RetrievedMeanBackend(Backend):
 
 def memory_backend(model: str, *, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
                    env_file: str | os.PathLike[str] | None = ".env", threads: int | None = None,
-                   noise: float = 0.0, seed: int = 0, n_ctx: int = 4096, response_format: str = "auto") -> Backend:
+                   noise: float = 0.0, seed: int = 0, n_ctx: int = 4096, response_format: str = "auto",
+                   local_readout: str = "logits") -> Backend:
     """A back-end for memory prompts: ``scripted/mean`` (:class:`RetrievedMeanBackend`), ``local/PATH.gguf``
-    (the embedded model's per-item logit readout, ``threads`` CPU threads) or ``openai/NAME``."""
+    (the embedded model's per-item ``local_readout``: ``logits`` over single-token menu labels, or ``grammar``
+    for labels of several tokens; ``threads`` CPU threads) or ``openai/NAME``."""
     provider, _, name = model.partition("/")
     if provider == "scripted":
         if name not in ("mean", "retrieved-mean"):
@@ -215,7 +217,7 @@ def memory_backend(model: str, *, base_url: str | None = None, api_key_env: str 
                               f"retrieved slots); got {model!r}")
         return RetrievedMeanBackend(noise=noise, seed=seed)
     return make_backend(model, base_url=base_url, api_key_env=api_key_env, env_file=env_file, seed=seed,
-                        n_ctx=n_ctx, n_threads=threads, response_format=response_format)
+                        n_ctx=n_ctx, n_threads=threads, response_format=response_format, local_readout=local_readout)
 
 
 # ---------------------------------------------------------------------------------------------- acquisition

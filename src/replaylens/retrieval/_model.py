@@ -37,13 +37,16 @@ class ModelDecider:
     env_file: str | None = ".env"
     threads: int | None = None
     seed: int = 0
+    local_readout: str = "logits"
+    """``local/`` models: ``logits`` (menu labels must be single tokens) or ``grammar`` (any labels)."""
     backend: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         from ..memory import memory_backend
 
         self.backend = memory_backend(self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                                      env_file=self.env_file, threads=self.threads, seed=self.seed)
+                                      env_file=self.env_file, threads=self.threads, seed=self.seed,
+                                      local_readout=self.local_readout)
         if self.run_dir is None and self.backend.settings.provider != "scripted":
             raise ConfigError(f"deciding through {self.model} needs run_dir (every model call is journaled there)")
 

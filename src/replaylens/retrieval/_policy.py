@@ -135,11 +135,13 @@ def make_agent(backend: str = "exact", embedder: str = "hashing:256", k: int = 5
                params: Mapping[str, Any] | None = None, batch_size: int | None = None,
                name: str = "retrieval", model: str | None = None, run_dir: str | None = None,
                base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
-               env_file: str | None = ".env", threads: int | None = None, seed: int = 0) -> Agent:
+               env_file: str | None = ".env", threads: int | None = None, seed: int = 0,
+               local_readout: str = "logits") -> Agent:
     """A retrieval-memory agent (``--agent replaylens.retrieval:make_agent``): store ``backend`` with index
     ``params``, ``embedder``, top-``k`` retrieval and the rule of :func:`decide` — or, with ``model``
     (``scripted/mean``, ``local/…``, ``openai/NAME`` at ``base_url``), a model reading the retrieved records in
-    its prompt (:mod:`replaylens.retrieval._model`; calls journaled under ``run_dir``)."""
+    its prompt (:mod:`replaylens.retrieval._model`; calls journaled under ``run_dir``; a ``local/`` model reads its
+    answer by ``local_readout``: ``logits``, or ``grammar`` when action names are several tokens long)."""
     spec = StoreSpec(backend, dict(params or {}), embedder, batch_size)
     from ._items import check_spec
 
@@ -148,8 +150,9 @@ def make_agent(backend: str = "exact", embedder: str = "hashing:256", k: int = 5
     if model is not None:
         from ._model import ModelDecider
 
-        decider = ModelDecider(model, run_dir, base_url, api_key_env, env_file, threads, seed)
+        decider = ModelDecider(model, run_dir, base_url, api_key_env, env_file, threads, seed, local_readout)
     agent = RetrievalAgent(spec, int(k), name, decider).agent()
     if model is not None:
-        agent = replace(agent, spec={**agent.spec, "model": model})
+        agent = replace(agent, spec={**agent.spec, "model": model,
+                                     **({"local_readout": local_readout} if local_readout != "logits" else {})})
     return agent
