@@ -329,6 +329,34 @@ def bench_memory(name: str, n: int) -> dict[str, float]:
     return dict(json.loads(res.stdout.strip().splitlines()[-1]))
 
 
+def bench_audit(backend: str, records: int, folder: str) -> dict[str, float]:
+    """A store audit at scale: ``replaylens check-migration --store BACKEND`` (its default migrations and the
+    same-order rebuild control) on the tool-use example grown to ``records`` records (100 streams), in a fresh
+    process; wall seconds and that process's peak RSS (``os.wait4``'s ``ru_maxrss``)."""
+    from replaylens.retrieval import build_example
+
+    streams = 100
+    hist, fut = os.path.join(folder, "history.jsonl"), os.path.join(folder, "future.jsonl")
+    if not os.path.exists(hist):
+        rows = build_example("tool-use", streams=streams, records=max(1, records // streams))
+        for name, path in (("history.jsonl", hist), ("future.jsonl", fut)):
+            with open(path, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in rows[name])
+    cmd = [sys.executable, "-m", "replaylens", "check-migration", "--store", backend, "--events", hist, "--queries",
+           fut, "--json", "--out", os.path.join(folder, f"out-{backend}")]
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err.read().decode()[-500:]}")
+    return {"records": streams * max(1, records // streams), "streams": streams, "seconds": seconds,
+            "peak": usage.ru_maxrss * 1024}
+
+
 def _versions() -> dict[str, str]:
     out = {}
     for dist in ("numpy", "chromadb", "qdrant-client", "langgraph", "faiss-cpu", "hnswlib", "mem0ai"):
@@ -347,6 +375,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=BATCH, help="queries a call in the batched workload")
     ap.add_argument("--memory-records", type=int, default=100_000)
+    ap.add_argument("--audit-records", type=int, default=100_000, help="records of the store audit (0: skip it)")
+    ap.add_argument("--audit-backends", default="exact,faiss")
     ap.add_argument("--backends", default=",".join(s for s in STORES))
     ap.add_argument("--json")
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)
@@ -381,6 +411,16 @@ def main() -> None:
         print(f"  {name:8} +{(m['peak'] - m['before']) / 2**20:7.1f} MiB over the pre-ingest RSS "
               f"(raw vectors {m['vectors'] / 2**20:.1f} MiB; peak RSS {m['peak'] / 2**20:.1f} MiB; "
               f"{m['seconds']:.1f} s)", flush=True)
+    if args.audit_records:
+        print(f"\nstore audit at scale: check-migration --store BACKEND (default migrations + rebuild control) on "
+              f"the tool-use example grown to {args.audit_records:,} records, a fresh process each:")
+        results["audit"] = {}
+        with tempfile.TemporaryDirectory(prefix="bench-store-audit-") as folder:
+            for name in args.audit_backends.split(","):
+                a = bench_audit(name, args.audit_records, folder)
+                results["audit"][name] = a
+                print(f"  {name:8} {a['records']:,} records in {a['streams']} streams: {a['seconds']:.1f} s wall, "
+                      f"peak RSS {a['peak'] / 2**20:.1f} MiB", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from replaylens.agents import Agent
 from replaylens.cli import _main
-from replaylens.errors import LawViolation
+from replaylens.errors import ConfigError, LawViolation
 from replaylens.records import write_evaluator, write_futures, write_history
 from replaylens.replay import replay
 from replaylens.report import audit
@@ -52,6 +52,18 @@ def test_shipped_examples_are_what_the_generator_builds(name: str) -> None:
     for fname, rows in build_example(name).items():
         shipped = [json.loads(line) for line in example_path(fname, name).read_text().splitlines()]
         assert shipped == rows, f"{name}/{fname} differs from build_example({name!r})"
+
+
+def test_the_tool_use_generator_scales_by_named_streams() -> None:
+    """More streams add assistants without moving the shipped ones (each draws from its own named generator)."""
+    small, big = build_example("tool-use"), build_example("tool-use", streams=10, records=90)
+    for fname, rows in small.items():
+        assert big[fname][:len(rows)] == rows
+    assert len({r["stream"] for r in big["history.jsonl"]}) == 10 and len(big["history.jsonl"]) == 900
+    with pytest.raises(ConfigError, match="fixed size"):
+        build_example("experiments", streams=3)
+    with pytest.raises(ConfigError, match="streams >= 1"):
+        build_example("tool-use", records=0)
 
 
 def test_tool_use_example_has_exact_duplicates_and_experiments_none() -> None:

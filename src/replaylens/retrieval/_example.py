@@ -71,21 +71,28 @@ def _outcome(rng: Any, kind: str, tool: str) -> float:
     return round(min(1.0, max(0.0, p + float(rng.normal(0.0, 0.15)))), 1)
 
 
-def build_example(name: str = "tool-use") -> dict[str, list[dict[str, Any]]]:
-    """The example's history, future tasks and utilities as rows (ReplayLens's input formats)."""
+def build_example(name: str = "tool-use", *, streams: int = _STREAMS, records: int = _RECORDS
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """The example's history, future tasks and utilities as rows (ReplayLens's input formats). The tool-use log
+    scales to ``streams`` assistants of ``records`` requests each (the shipped files: 8 x 90; benchmarks use more;
+    stream ``s`` draws from its own named generator, so the first streams are the same at any size)."""
     if name == "experiments":
+        if (streams, records) != (_STREAMS, _RECORDS):
+            raise ConfigError("the experiments example has a fixed size; only tool-use takes streams/records")
         return _experiments()
     if name != "tool-use":
         raise ConfigError(f"unknown example {name!r}; built-in: {', '.join(EXAMPLES)}")
+    if streams < 1 or records < 1:
+        raise ConfigError(f"the tool-use example needs streams >= 1 and records >= 1; got {streams}, {records}")
     hist: list[dict[str, Any]] = []
     fut: list[dict[str, Any]] = []
     util: list[dict[str, Any]] = []
     kinds = list(_KINDS)
-    for s in range(_STREAMS):
+    for s in range(streams):
         stream = f"assistant-{s + 1:02d}"
         rng = derive_rng(_SEED, "history", stream)
         past: list[tuple[str, str]] = []
-        for t in range(_RECORDS):
+        for t in range(records):
             if past and rng.random() < 0.2:  # a verbatim re-run of an earlier request with another tool
                 text, kind = past[int(rng.integers(len(past)))]
             else:
