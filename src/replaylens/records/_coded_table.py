@@ -94,6 +94,32 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         row = self._row(int(g[i]))
         return i, next(a for a in menus[i] if a not in row)
 
+    def values_at(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> np.ndarray:
+        """``[self[p][a] for p, m in zip(pairs, menus) for a in m]`` as one float array, looked up on codes (a
+        key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` for a missing
+        task or action, like the row lookup."""
+        n = len(pairs)
+        index = self._index
+        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
+        k_pos = {k: j for j, k in enumerate(self._keys)}
+        menu_id: dict[tuple[str, ...], int] = {}
+        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
+        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
+        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
+        width = len(self._keys) + 1
+        want_k = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        want = np.repeat(g, lens) * width + want_k
+        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        order = np.argsort(have, kind="stable")   # file order kept among equal (task, key) rows
+        at = np.searchsorted(have[order], want, side="right") - 1
+        ok = (want_k >= 0) & (np.repeat(g, lens) >= 0) & (at >= 0)
+        ok[ok] = have[order][at[ok]] == want[ok]
+        if not ok.all():
+            bad = int(np.flatnonzero(~ok)[0])
+            i = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
+            raise KeyError(pairs[i] if g[i] < 0 else menus[i][bad - int(lens[:i].sum())])
+        return self._u[order][at]
+
     def json_document(self) -> Iterator[bytes]:
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
         (the same bytes; each key's and number's JSON made once, the rows sorted by codes)."""

@@ -23,6 +23,7 @@ from ._coded_table import CodedTable
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
+from ._memo import passed, remember_passed
 
 __all__ = [
     "EVALUATOR_FIELDS",
@@ -355,6 +356,23 @@ def _stream_runs(history: History) -> tuple[list[str], np.ndarray]:
 
 def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
                  strict: bool = False) -> None:
+    """Cross-check the three inputs of an audit (see :func:`_check_inputs`); a check these very objects (immutable:
+    a history, a task set, a file-read evaluator) passed before is not run again."""
+    cacheable = evaluator is None or isinstance(evaluator.table, CodedTable)  # a dict table may be mutated
+    others: tuple[object, ...] = (futures,) if evaluator is None else (futures, evaluator)
+    name = f"check_inputs:{int(strict and evaluator is not None)}"
+    if cacheable and passed(history, name, others):
+        return
+    _check_inputs(history, futures, evaluator, strict=strict)
+    if cacheable:
+        remember_passed(history, name, others)
+        if evaluator is not None:  # the strict check implies the plain one, which implies the one without utilities
+            remember_passed(history, "check_inputs:0", others)
+            remember_passed(history, "check_inputs:0", (futures,))
+
+
+def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
+                  strict: bool = False) -> None:
     """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
 
     * every future stream has history records, every ``feeds`` block exists in its stream;

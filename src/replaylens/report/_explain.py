@@ -93,8 +93,8 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
     plan = d.plan
     labels = plan.labels
     out: dict[str, list[dict[str, Any]]] = {}
-    prepared: dict[str, Any] = {}
     offsets = np.r_[0, np.cumsum(np.bincount(d.stream_idx, minlength=len(plan.streams)))]
+    picked = []
     for cmp in comparisons(d):
         after, before = _pairs(d, cmp)
         hits = np.argwhere(after != before)  # (map_sel, draw, repeat, task)
@@ -107,12 +107,15 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
                 chosen.append(h)
             if len(chosen) == per_row:
                 break
+        picked.append((cmp, after, before, chosen))
+    # every example's stream encoded in one pass (a stream's encoding does not depend on the others planned)
+    wanted = tuple(dict.fromkeys(plan.streams[int(d.stream_idx[h[3]])] for *_, chosen in picked for h in chosen))
+    prepared = prepare_streams(replace(plan, streams=wanted), history, futures) if wanted else {}
+    for cmp, after, before, chosen in picked:
         examples = []
         for ms, dr, rep, i in chosen:
             m = cmp.maps[int(ms)]
             stream = plan.streams[int(d.stream_idx[i])]
-            if stream not in prepared:
-                prepared[stream] = prepare_streams(replace(plan, streams=(stream,)), history, futures)[stream]
             sd = prepared[stream]
             j = int(i - offsets[d.stream_idx[i]])
             examples.append(_example(plan, sd, cmp.c, m, int(dr), j, max_records) | {
