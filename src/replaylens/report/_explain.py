@@ -97,10 +97,9 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
     picked = []
     for cmp in comparisons(d):
         after, before = _pairs(d, cmp)
-        hits = np.argwhere(after != before)  # (map_sel, draw, repeat, task)
         seen: list[int] = []
         chosen = []
-        for h in hits:  # prefer distinct streams
+        for h in _hits(after != before):  # (map_sel, draw, repeat, task), in C order; prefer distinct streams
             s = int(d.stream_idx[h[3]])
             if s not in seen:
                 seen.append(s)
@@ -126,6 +125,16 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
                 "oracle": labels[int(d.oracle[i])]})
         out[cmp.row] = examples
     return out
+
+
+def _hits(changed: np.ndarray, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
+    """The indices of ``changed``'s true entries in C order (``np.argwhere``'s rows), found a chunk at a time:
+    the caller stops after a few, so the whole index array is never built."""
+    flat = changed.reshape(-1)
+    for c0 in range(0, flat.size, chunk):
+        nz = np.flatnonzero(flat[c0:c0 + chunk]) + c0
+        if nz.size:
+            yield from np.stack(np.unravel_index(nz, changed.shape), axis=1)
 
 
 def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: int) -> dict[str, Any]:
