@@ -418,24 +418,40 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     base_menu = all_menu[q_task]
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    history_map = np.array([cell.history_map for cell in plan.cells])
+    # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
+    # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
+    # and the other maps' queries (the same block of the stream's queries, m blocks later) copy its answers.
+    sub: slice | np.ndarray = slice(None)
+    drop = None
+    if shared and not agent.stochastic and m_n > 1:
+        drop = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
+        sub = np.flatnonzero(~drop)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(f.task for sd in sds for f in sd.futures)
     combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
                        for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
-    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream, q_f, task_keys(future_names)[q_task],
-                        ql.repeat)
+    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub],
+                        task_keys(future_names)[q_task[sub]], ql.repeat[sub])
     state_labels = None
     if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
-        history_map = np.array([cell.history_map for cell in plan.cells])
-        state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu], menu)
-    queries = QueryBatch(row=q_row, cut=lay.cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
-                         stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names,
-                         state_labels=state_labels)
+        state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu],
+                                menu)[sub]
+    queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
+                         seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
+                         task_names=future_names, state_labels=state_labels)
     with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):
-        got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
-    if got.shape != (menu.shape[0],):
-        raise AgentError(f"agent {agent.name!r} act_batch returned shape {got.shape}, expected ({menu.shape[0]},)")
+        asked = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
+    if asked.shape != (queries.menu.shape[0],):
+        raise AgentError(f"agent {agent.name!r} act_batch returned shape {asked.shape}, expected "
+                         f"({queries.menu.shape[0]},)")
+    got = asked
+    if drop is not None:
+        got = np.empty(menu.shape[0], dtype=np.int64)
+        got[sub] = asked
+        twin = np.flatnonzero(drop)
+        got[twin] = got[twin - mm[q_f[twin]] * (lay.asked_per_stream[q_stream[twin]] * p_n)]
     ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
