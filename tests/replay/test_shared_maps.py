@@ -83,3 +83,14 @@ def test_shared_rows_equal_one_row_per_map_on_random_histories(name: str, inputs
     h, f, e = inputs
     shared, unshared = _both(h, f, e, name, cells="all", maps="all", draws=2, seed=seed)
     assert np.array_equal(shared.actions, unshared.actions)
+
+
+def test_actions_are_stored_in_the_smallest_integer_type() -> None:
+    from replaylens.replay._run import action_dtype
+
+    assert [action_dtype(n) for n in (1, 128, 129, 32768, 32769, 2**31 + 1)] == \
+        [np.int8, np.int8, np.int16, np.int16, np.int32, np.int64]
+    sub = make_bandit(n_streams=3, slots_per_block=4, n_future=2)
+    dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value", path="array")
+    ref = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value", path="reference")
+    assert dec.actions.dtype == np.int8 and np.array_equal(dec.actions, ref.actions)

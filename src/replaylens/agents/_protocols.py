@@ -170,7 +170,9 @@ class ArrayAgent(Protocol):
     Must give exactly the actions of the per-record writer and policy (checked by the tests).  An agent
     whose decisions are equivariant under relabelling (its state at label ρ(ℓ) after ρ-relabelled records
     is its state at ℓ, ties included) may set ``shares_label_maps = True``: it is then given one history
-    row per (stream, cell, draw) for all label maps, and :attr:`QueryBatch.state_labels`.
+    row per (stream, cell, draw) for all label maps, and :attr:`QueryBatch.state_labels`; unless the agent is
+    declared stochastic, its decisions must not depend on ``QueryBatch.seed`` (it is asked once for the maps of a
+    cell that relabels neither the history nor the menu, and the other maps copy the answer).
     """
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray: ...

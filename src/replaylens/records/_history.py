@@ -367,6 +367,11 @@ class FutureTasks:
         return memoized(self, "labels", lambda: tuple(dict.fromkeys(
             a for m in dict.fromkeys(t.menu for t in self.tasks) for a in m)))
 
+    @property
+    def menu_width(self) -> int:
+        """The longest menu's length."""
+        return int(memoized(self, "menu_width", lambda: max(len(m) for m in dict.fromkeys(t.menu for t in self.tasks))))
+
     def of(self, stream: str, stratum: tuple[str, str] | None = None) -> tuple[FutureTask, ...]:
         return tuple(t for t in self.tasks if t.stream == stream and (stratum is None or t.stratum == stratum))
 

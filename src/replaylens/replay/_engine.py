@@ -432,8 +432,10 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     future_names = tuple(f.task for sd in sds for f in sd.futures)
     combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
                        for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
-    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub],
-                        task_keys(future_names)[q_task[sub]], ql.repeat[sub])
+    tkeys = np.zeros(len(future_names), dtype=np.uint64)   # the keys of the asked tasks only
+    tkeys[lay.asked] = task_keys([future_names[i] for i in lay.asked.tolist()])
+    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
+                        ql.repeat[sub])
     state_labels = None
     if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
         state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu],
