@@ -150,3 +150,34 @@ def test_check_inputs_reports_the_first_problem_of_the_scan(records: list[tuple[
     fut = FutureTasks(tuple(FutureTask(s, "f", "c", f"x{i}", tuple(m), i, feeds)
                             for i, (s, m, feeds) in enumerate(tasks)))
     assert _check(h, fut) == _reference_check(h, fut)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(WORDS, WORDS, WORDS, st.floats(0, 1)), min_size=1, max_size=40,
+                unique_by=lambda r: r[:3]), st.integers(1, 5))
+def test_coded_table_values_and_chunked_document(rows: list[tuple[str, str, str, float]], chunk: int) -> None:
+    """``values_at`` gives the row dicts' values; the fingerprint's JSON is the same bytes whatever the chunk."""
+    ref, got = _dict_table(rows), _coded(rows)
+    pairs = list(ref)
+    menus = [tuple(reversed(list(ref[p]))) for p in pairs]
+    assert got.values_at(pairs, menus).tolist() == [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
+    with pytest.raises(KeyError):
+        got.values_at([pairs[0]], [("not a key",)])
+    with pytest.raises(KeyError):
+        got.values_at([("zz", "zz")], [menus[0]])
+    payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(ref.items())}, sort_keys=True,
+                         separators=(",", ":"))
+    assert b"".join(got.json_document(chunk)) == payload.encode()
+
+
+def test_memoized_checks_and_fingerprints_follow_the_objects() -> None:
+    """A passed check or a fingerprint is kept for those very (immutable) objects only."""
+    sub = make_bandit(n_streams=3, slots_per_block=4, n_future=2)
+    h, f = sub.history, sub.futures
+    assert h.fingerprint() == h.fingerprint() == h._fingerprint()
+    assert f.fingerprint() == f._fingerprint()
+    check_inputs(h, f)
+    other = FutureTasks(tuple(FutureTask(t.stream + "?", t.family, t.context, t.task, t.menu, t.index)
+                              for t in f.tasks))
+    with pytest.raises(InputError):   # another task set is checked, not taken from the memo
+        check_inputs(h, other)

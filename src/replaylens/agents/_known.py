@@ -139,9 +139,11 @@ def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, 
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
-    """Read (H, K, B, n) per-label state at each query's (row, cut, block) for its menu: (Q, M)."""
+    """Read (H, K, B, n) per-label state at each query's (row, cut, block) for its menu
+    (at :attr:`QueryBatch.read_labels`): (Q, M)."""
     s = state[queries.row, queries.cut, queries.block]  # (Q, n)
-    return np.take_along_axis(s, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
+    lab = queries.read_labels
+    return np.take_along_axis(s, np.where(lab >= 0, lab, 0), axis=1)
 
 
 @dataclass(frozen=True)

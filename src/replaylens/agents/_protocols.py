@@ -138,7 +138,13 @@ class RecordBatch:
 class QueryBatch:
     """Q future decisions: ``row``/``cut`` locate the history and its visible prefix, ``menu`` (Q, M) the
     displayed label codes (−1 padding), ``block`` the stratum's block code, ``seed`` a per-decision
-    seed for stochastic policies, ``stream``/``task`` indices into the name tuples."""
+    seed for stochastic policies, ``stream``/``task`` indices into the name tuples.
+
+    ``state_labels`` (Q, M), given only to an array agent that declares ``shares_label_maps = True``: the
+    history rows are then one per (stream, cell, draw), written before the label map ρ, and menu item j of
+    query q is read in the state at label ``state_labels[q, j]`` (= ρ⁻¹(menu) where ρ relabels the history);
+    the answer is still a code of ``menu``.  ``None``: every row is a whole transformed history, read at ``menu``.
+    """
 
     row: np.ndarray
     cut: np.ndarray
@@ -149,13 +155,24 @@ class QueryBatch:
     task: np.ndarray
     stream_names: tuple[str, ...]
     task_names: tuple[str, ...]
+    state_labels: np.ndarray | None = None
+
+    @property
+    def read_labels(self) -> np.ndarray:
+        """(Q, M): the label codes at which each menu item's state is read (``state_labels``, else ``menu``)."""
+        return self.menu if self.state_labels is None else self.state_labels
 
 
 @runtime_checkable
 class ArrayAgent(Protocol):
     """Batch form: decide Q future tasks for H histories at once; returns (Q,) displayed label codes.
 
-    Must give exactly the actions of the per-record writer and policy (checked by the tests).
+    Must give exactly the actions of the per-record writer and policy (checked by the tests).  An agent
+    whose decisions are equivariant under relabelling (its state at label ρ(ℓ) after ρ-relabelled records
+    is its state at ℓ, ties included) may set ``shares_label_maps = True``: it is then given one history
+    row per (stream, cell, draw) for all label maps, and :attr:`QueryBatch.state_labels`; unless the agent is
+    declared stochastic, its decisions must not depend on ``QueryBatch.seed`` (it is asked once for the maps of a
+    cell that relabels neither the history nor the menu, and the other maps copy the answer).
     """
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray: ...

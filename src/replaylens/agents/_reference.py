@@ -10,6 +10,7 @@ empty ledger, the first menu action.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -42,6 +43,7 @@ class ReferenceRule:
     """One reference rule (``mean``, ``sum``, ``count``, ``latest`` or ``best``) on the stratum's block."""
 
     rule: str
+    shares_label_maps: ClassVar[bool] = True  # ledgers per key: relabelled records give the relabelled ledger
 
     def __post_init__(self) -> None:
         if self.rule not in REFERENCE_RULES:
@@ -97,7 +99,8 @@ class ReferenceRule:
         qc = query_values(cell_sums(cells), queries)
         # first appearance before the cut: the first position overall, when it lies before the cut
         first = first_positions(cells)[queries.row, queries.block]
-        first = np.take_along_axis(first, np.where(queries.menu >= 0, queries.menu, 0), axis=1)
+        lab = queries.read_labels
+        first = np.take_along_axis(first, np.where(lab >= 0, lab, 0), axis=1)
         qf = np.where(first < records.cuts[queries.row, queries.cut][:, None], first, np.inf)
         if self.rule in ("count", "latest"):
             qn = qt = qb = np.zeros_like(qc)

@@ -94,26 +94,57 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         row = self._row(int(g[i]))
         return i, next(a for a in menus[i] if a not in row)
 
-    def json_document(self) -> Iterator[bytes]:
+    def values_at(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> np.ndarray:
+        """``[self[p][a] for p, m in zip(pairs, menus) for a in m]`` as one float array, looked up on codes (a
+        key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` for a missing
+        task or action, like the row lookup."""
+        n = len(pairs)
+        index = self._index
+        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
+        k_pos = {k: j for j, k in enumerate(self._keys)}
+        menu_id: dict[tuple[str, ...], int] = {}
+        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
+        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
+        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
+        width = len(self._keys) + 1
+        want_k = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        want = np.repeat(g, lens) * width + want_k
+        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        order = np.argsort(have, kind="stable")   # file order kept among equal (task, key) rows
+        at = np.searchsorted(have[order], want, side="right") - 1
+        ok = (want_k >= 0) & (np.repeat(g, lens) >= 0) & (at >= 0)
+        ok[ok] = have[order][at[ok]] == want[ok]
+        if not ok.all():
+            bad = int(np.flatnonzero(~ok)[0])
+            i = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
+            raise KeyError(pairs[i] if g[i] < 0 else menus[i][bad - int(lens[:i].sum())])
+        return self._u[order][at]
+
+    def json_document(self, chunk: int = 65536) -> Iterator[bytes]:
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
-        (the same bytes; each key's and number's JSON made once, the rows sorted by codes)."""
+        (the same bytes; each key's JSON made once, the rows sorted by codes), ``chunk`` tasks at a time so that
+        only one chunk's text is held."""
         keys_json = [json.dumps(k) for k in self._keys]
         key_rank = np.empty(len(self._keys), dtype=np.int64)
         key_rank[sorted(range(len(self._keys)), key=self._keys.__getitem__)] = np.arange(len(self._keys))
-        group = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start))
-        order = np.lexsort((key_rank[self._k], group))            # within a task, keys in sorted order
-        u = self._u[order]
-        nums = (list(map(float.__repr__, u.tolist())) if np.isfinite(u).all()
-                else [json.dumps(x) for x in u.tolist()])          # NaN / Infinity as json writes them
-        cells = [f"{keys_json[k]}:{x}" for k, x in zip(self._k[order].tolist(), nums, strict=True)]
         names = [f"{self._streams[s]}\x1f{self._tasks[t]}"
                  for s, t in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)]
-        start = self._start.tolist()
+        by_name = sorted(range(len(names)), key=names.__getitem__)
+        start = self._start
         yield b"{"
-        parts: list[str] = []
-        for g in sorted(range(len(names)), key=names.__getitem__):
-            parts.append(f"{quote(names[g])}:{{{','.join(cells[start[g]:start[g + 1]])}}}")
-            if len(parts) >= 65536:
-                yield ",".join(parts).encode() + b","
-                parts.clear()
-        yield ",".join(parts).encode() + b"}"
+        for c0 in range(0, len(by_name), chunk):
+            gs = np.array(by_name[c0:c0 + chunk], dtype=np.int64)
+            lens = start[gs + 1] - start[gs]
+            ends = np.cumsum(lens)
+            rows = np.repeat(start[gs] - (ends - lens), lens) + np.arange(int(ends[-1]))   # each task's rows
+            grp = np.repeat(np.arange(gs.size), lens)
+            order = rows[np.lexsort((key_rank[self._k[rows]], grp))]   # within a task, keys in sorted order
+            u = self._u[order]
+            nums = (list(map(float.__repr__, u.tolist())) if np.isfinite(u).all()
+                    else [json.dumps(x) for x in u.tolist()])          # NaN / Infinity as json writes them
+            cells = [f"{keys_json[k]}:{x}" for k, x in zip(self._k[order].tolist(), nums, strict=True)]
+            bounds = np.r_[0, ends].tolist()
+            text = ",".join(f"{quote(names[g])}:{{{','.join(cells[bounds[j]:bounds[j + 1]])}}}"
+                            for j, g in enumerate(gs.tolist()))
+            yield (b"," if c0 else b"") + text.encode()
+        yield b"}"

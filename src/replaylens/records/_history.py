@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._coded_table import CodedTable
+from ._memo import memoized
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
 
@@ -281,7 +282,10 @@ class History:
         }
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical content (independent of file format and row order)."""
+        """sha256 of the canonical content (independent of file format and row order); computed once."""
+        return str(memoized(self, "fingerprint", self._fingerprint))
+
+    def _fingerprint(self) -> str:
         h = hashlib.sha256()
         for name, col in self.to_columns().items():
             h.update(name.encode())
@@ -350,17 +354,23 @@ class FutureTasks:
 
     @property
     def streams(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(t.stream for t in self.tasks))
+        return memoized(self, "streams", lambda: tuple(dict.fromkeys(t.stream for t in self.tasks)))
 
     @property
     def strata(self) -> tuple[tuple[str, str], ...]:
         """Strata in first-appearance order."""
-        return tuple(dict.fromkeys(t.stratum for t in self.tasks))
+        return memoized(self, "strata", lambda: tuple(dict.fromkeys(t.stratum for t in self.tasks)))
 
     @property
     def labels(self) -> tuple[str, ...]:
         """The action vocabulary: union of menus in first-appearance (canonical) order."""
-        return tuple(dict.fromkeys(a for t in self.tasks for a in t.menu))
+        return memoized(self, "labels", lambda: tuple(dict.fromkeys(
+            a for m in dict.fromkeys(t.menu for t in self.tasks) for a in m)))
+
+    @property
+    def menu_width(self) -> int:
+        """The longest menu's length."""
+        return int(memoized(self, "menu_width", lambda: max(len(m) for m in dict.fromkeys(t.menu for t in self.tasks))))
 
     def of(self, stream: str, stratum: tuple[str, str] | None = None) -> tuple[FutureTask, ...]:
         return tuple(t for t in self.tasks if t.stream == stream and (stratum is None or t.stratum == stratum))
@@ -372,7 +382,10 @@ class FutureTasks:
 
     def fingerprint(self) -> str:
         """sha256 of ``json.dumps([future_dict(t) for t in tasks], sort_keys=True)`` (compact), the same bytes
-        laid out a task at a time from the JSON of each distinct text and menu."""
+        laid out a task at a time from the JSON of each distinct text and menu; computed once."""
+        return str(memoized(self, "fingerprint", self._fingerprint))
+
+    def _fingerprint(self) -> str:
         from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str, as the C encoder
 
         memo: dict[Any, str] = {}
@@ -455,12 +468,10 @@ class Evaluator:
 
     def fingerprint(self) -> str:
         """sha256 of ``json.dumps({"stream\x1ftask": {key: utility}}, sort_keys=True)`` (compact), hashed a
-        task at a time (the same bytes, without the whole document in memory)."""
+        task at a time (the same bytes, without the whole document in memory); computed once for a file-read
+        (immutable) table."""
         if isinstance(self.table, CodedTable):
-            h = hashlib.sha256()
-            for piece in self.table.json_document():
-                h.update(piece)
-            return h.hexdigest()
+            return str(memoized(self, "fingerprint", self._coded_fingerprint))
         h = hashlib.sha256(b"{")
         sep = b""
         for k, (s, t) in sorted((f"{s}\x1f{t}", (s, t)) for s, t in self.table):
@@ -468,6 +479,13 @@ class Evaluator:
                                                                separators=(",", ":"))).encode())
             sep = b","
         h.update(b"}")
+        return h.hexdigest()
+
+    def _coded_fingerprint(self) -> str:
+        assert isinstance(self.table, CodedTable)
+        h = hashlib.sha256()
+        for piece in self.table.json_document():
+            h.update(piece)
         return h.hexdigest()
 
     def to_pandas(self) -> Any:

@@ -21,8 +21,9 @@ from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._coded_table import CodedTable
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
-from ._futures_arrow import futures_from_arrow
+from ._futures_arrow import _has_duplicates, futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
+from ._memo import passed, remember_passed
 
 __all__ = [
     "EVALUATOR_FIELDS",
@@ -319,7 +320,7 @@ def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
     sizes = [len(w) for w in words]
     if sizes[0] * sizes[1] * sizes[2] < 2**62:
         flat = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
-        duplicated = np.unique(flat).size != flat.size
+        duplicated = _has_duplicates(flat)   # one sort (numpy's hashing np.unique is far slower on 10^6 codes)
     else:
         duplicated = np.unique(np.stack(codes, axis=1), axis=0).shape[0] != util.size
     if duplicated:
@@ -355,6 +356,23 @@ def _stream_runs(history: History) -> tuple[list[str], np.ndarray]:
 
 def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
                  strict: bool = False) -> None:
+    """Cross-check the three inputs of an audit (see :func:`_check_inputs`); a check these very objects (immutable:
+    a history, a task set, a file-read evaluator) passed before is not run again."""
+    cacheable = evaluator is None or isinstance(evaluator.table, CodedTable)  # a dict table may be mutated
+    others: tuple[object, ...] = (futures,) if evaluator is None else (futures, evaluator)
+    name = f"check_inputs:{int(strict and evaluator is not None)}"
+    if cacheable and passed(history, name, others):
+        return
+    _check_inputs(history, futures, evaluator, strict=strict)
+    if cacheable:
+        remember_passed(history, name, others)
+        if evaluator is not None:  # the strict check implies the plain one, which implies the one without utilities
+            remember_passed(history, "check_inputs:0", others)
+            remember_passed(history, "check_inputs:0", (futures,))
+
+
+def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
+                  strict: bool = False) -> None:
     """Cross-check the three inputs of an audit; raise InputError naming the file/line/field.
 
     * every future stream has history records, every ``feeds`` block exists in its stream;
@@ -402,10 +420,10 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
             vocab.setdefault(a, len(vocab))
     menu_codes = [np.array([vocab[a] for a in m], dtype=np.int64) for m in menu_id]
     width = len(vocab)
-    pairs = np.unique(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
+    pairs = _distinct(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
     p_sid, p_menu = pairs // len(menu_id), pairs % len(menu_id)
     lens = np.array([c.size for c in menu_codes], dtype=np.int64)[p_menu]
-    allowed = np.unique(np.repeat(p_sid, lens) * width +
+    allowed = _distinct(np.repeat(p_sid, lens) * width +
                         (np.concatenate([menu_codes[j] for j in p_menu.tolist()]) if pairs.size else
                          np.zeros(0, dtype=np.int64)))
     has_future = np.zeros(len(names), dtype=bool)
@@ -430,6 +448,12 @@ def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | 
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                                  f"utilities for task {task!r} of stream {s!r}, which is not a future task "
                                  f"(in {futures.source})")
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` for an integer array, by one sort (numpy 2's hashing ``unique`` is slow on large arrays)."""
+    v = np.sort(x, axis=None)
+    return v[np.r_[True, v[1:] != v[:-1]]] if v.size else v
 
 
 def _line_of(source: str, **match: str) -> int | None:

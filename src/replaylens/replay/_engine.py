@@ -43,8 +43,12 @@ ROLES = ("value", "pair", "time", "reorder")
 
 
 def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
-    """Every block and stratum (family, context), history blocks first."""
-    blocks = dict.fromkeys(zip(history.family.tolist(), history.context.tolist(), strict=True))
+    """Every block and stratum (family, context), history blocks first (each in first-appearance order)."""
+    fam, ctx = history.family, history.context
+    # a pair appears first where a run of equal (family, context) rows starts: only run starts are looked at
+    start = np.r_[0, np.flatnonzero((fam[1:] != fam[:-1]) | (ctx[1:] != ctx[:-1])) + 1] if fam.size else \
+        np.zeros(0, dtype=np.int64)
+    blocks = dict.fromkeys(zip(fam[start].tolist(), ctx[start].tolist(), strict=True))
     blocks.update(dict.fromkeys(futures.strata))
     return tuple(blocks)
 
@@ -153,13 +157,16 @@ def _padded(sds: Sequence[StreamData], values: list[np.ndarray], t_n: int, fill:
     return out
 
 
-def _shard(plan: ReplayPlan, sds: Sequence[StreamData]) -> _Shard:
+def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = False) -> _Shard:
+    """The shard's streams transformed by every (cell, draw), under every label map (``before_maps``: under
+    the identity only, i.e. the keys before ρ, one map row)."""
     t_n = max(sd.length for sd in sds)
     codes = _padded(sds, [sd.codes for sd in sds], t_n, -1, np.int64)
     outs = _padded(sds, [sd.outcomes for sd in sds], t_n, np.nan, np.float64)
     blk = _padded(sds, [sd.block_local for sd in sds], t_n, -1, np.int64)
     ocodes, n_oc = outcome_codes(outs)
-    maps = np.stack([m.array for m in plan.maps])
+    maps = np.arange(len(plan.labels), dtype=np.int64)[None, :] if before_maps else \
+        np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
     for d, spec in enumerate(plan.draws):
         perms = stream_perms(spec, ROLES, [sd.name for sd in sds], blk)  # = stream_perm row by row
@@ -375,10 +382,13 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     c_n, m_n, d_n, p_n, s_n = len(plan.cells), len(plan.maps), len(plan.draws), plan.repeats, len(sds)
     t_n = sh.block_local.shape[1]
     cdm = c_n * d_n * m_n
+    shared = shares_label_maps(agent)  # one row per (stream, cell, draw), keys before ρ (sh made so)
+    r_m = 1 if shared else m_n          # history rows per (stream, cell, draw)
     keys = np.stack([np.stack([sh.transforms[(c, d)].keys for d in range(d_n)], 1) for c in range(c_n)], 1)
     outs = np.stack([np.stack([sh.transforms[(c, d)].outcomes for d in range(d_n)], 1) for c in range(c_n)], 1)
     tasks = np.stack([np.stack([sh.transforms[(c, d)].tasks for d in range(d_n)], 1) for c in range(c_n)], 1)
-    shape = (s_n * cdm, t_n)  # rows ordered (stream, cell, draw, map)
+    assert keys.shape[3] == r_m
+    shape = (s_n * c_n * d_n * r_m, t_n)  # rows ordered (stream, cell, draw, map)
     lengths = np.array([sd.length for sd in sds], dtype=np.int64)
     task_off = np.r_[0, np.cumsum(lengths)][:-1]
     tk = np.where(tasks >= 0, tasks + task_off[:, None, None, None], 0)
@@ -392,8 +402,9 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     task_names = np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds]).tolist()
     records = RecordBatch(
         keys=keys_r, outcomes=np.broadcast_to(outs[:, :, :, None, :], keys.shape).reshape(shape),
-        blocks=np.repeat(bg, cdm, axis=0), tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
-        valid=keys_r >= 0, cuts=np.repeat(lay.cuts, cdm, axis=0), labels=plan.labels, block_names=blocks,
+        blocks=np.repeat(bg, shape[0] // s_n, axis=0),
+        tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
+        valid=keys_r >= 0, cuts=np.repeat(lay.cuts, shape[0] // s_n, axis=0), labels=plan.labels, block_names=blocks,
         task_names=tuple(map(str, task_names)))
     maps = np.stack([m.array for m in plan.maps])
     inv = np.stack([m.inverse.array for m in plan.maps])
@@ -401,25 +412,48 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     cc, dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
     ql = query_layout(lay, cdm, p_n)
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
-    q_row = q_stream * cdm + q_f
+    q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
     all_block = np.concatenate([sd.stratum_code for sd in sds])
     all_menu = np.concatenate([sd.menus for sd in sds])
     base_menu = all_menu[q_task]
     shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
     menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    history_map = np.array([cell.history_map for cell in plan.cells])
+    # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
+    # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
+    # and the other maps' queries (the same block of the stream's queries, m blocks later) copy its answers.
+    sub: slice | np.ndarray = slice(None)
+    drop = None
+    if shared and not agent.stochastic and m_n > 1:
+        drop = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
+        sub = np.flatnonzero(~drop)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(f.task for sd in sds for f in sd.futures)
     combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
                        for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
-    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream, q_f, task_keys(future_names)[q_task],
-                        ql.repeat)
-    queries = QueryBatch(row=q_row, cut=lay.cut[q_task], block=all_block[q_task], menu=menu, seed=seeds,
-                         stream=q_stream, task=q_task, stream_names=stream_names, task_names=future_names)
+    tkeys = np.zeros(len(future_names), dtype=np.uint64)   # the keys of the asked tasks only
+    tkeys[lay.asked] = task_keys([future_names[i] for i in lay.asked.tolist()])
+    seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
+                        ql.repeat[sub])
+    state_labels = None
+    if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
+        state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu],
+                                menu)[sub]
+    queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
+                         seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
+                         task_names=future_names, state_labels=state_labels)
     with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):
-        got = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
-    if got.shape != (menu.shape[0],):
-        raise AgentError(f"agent {agent.name!r} act_batch returned shape {got.shape}, expected ({menu.shape[0]},)")
+        asked = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
+    if asked.shape != (queries.menu.shape[0],):
+        raise AgentError(f"agent {agent.name!r} act_batch returned shape {asked.shape}, expected "
+                         f"({queries.menu.shape[0]},)")
+    got = asked
+    if drop is not None:
+        got = np.empty(menu.shape[0], dtype=np.int64)
+        got[sub] = asked
+        twin = np.flatnonzero(drop)
+        got[twin] = got[twin - mm[q_f[twin]] * (lay.asked_per_stream[q_stream[twin]] * p_n)]
     ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
@@ -429,6 +463,12 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
+
+
+def shares_label_maps(agent: Agent) -> bool:
+    """Whether ``agent``'s array form reads one history row per (stream, cell, draw) for every label map
+    (:attr:`QueryBatch.state_labels`)."""
+    return bool(getattr(agent.array, "shares_label_maps", False))
 
 
 def _plain(x: object) -> object:
@@ -465,7 +505,7 @@ def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path
     if path == "array" and agent.array is None:
         raise ConfigError(f"agent {agent.name!r} has no array implementation; use path='reference'")
     if path == "array":
-        return _array_shard(plan, _shard(plan, sds), agent, blocks, tk)
+        return _array_shard(plan, _shard(plan, sds, before_maps=shares_label_maps(agent)), agent, blocks, tk)
     return [_reference_stream(plan, sd, agent, tk) for sd in sds]
 
 
@@ -475,8 +515,13 @@ def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int
     n = menus.shape[0]
     on = menus >= 0
     table = evaluator.table
-    vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
-                        for a in f.menu), dtype=np.float64, count=int(on.sum()))
+    values_at = getattr(table, "values_at", None)  # a file-read table: looked up on codes (the row dicts' values)
+    if values_at is not None:
+        futs = [f for sd in sds for f in sd.futures]
+        vals = np.asarray(values_at([(f.stream, f.task) for f in futs], [f.menu for f in futs]), dtype=np.float64)
+    else:
+        vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
+                            for a in f.menu), dtype=np.float64, count=int(on.sum()))
     util = np.full((n, n_labels), np.nan)
     r, c = np.nonzero(on)  # row-major: each task's menu in order, as ``vals``
     util[r, menus[r, c]] = vals

@@ -33,7 +33,7 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     """``stream -> StreamData`` for ``plan.streams`` (``bcode``: the block vocabulary's codes)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
     tasks = futures.tasks
-    m_max = max(len(t.menu) for t in tasks)
+    m_max = futures.menu_width
     st = history.stream   # sorted by stream: each stream's rows are one run
     first = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
     counts = np.diff(np.r_[first, st.size])
@@ -95,13 +95,13 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
         raise KeyError(feeds[int(missing[0])])
     # visible prefix: up to the feed block's last record (slots are unique and sorted within a stream)
     prefix = np.where(found, last_at[at] - offset[f_sid] + 1, lengths[f_sid]).astype(np.int64)
-    menus = np.full((len(kept), m_max), -1, dtype=np.int64)
-    menu_rows: dict[tuple[str, ...], list[int]] = {}
-    for j, t in enumerate(kept):
-        m = menu_rows.get(t.menu)
-        if m is None:
-            m = menu_rows[t.menu] = [code[a] for a in t.menu]
-        menus[j, : len(m)] = m
+    # menu codes: each distinct menu encoded once (first-appearance order, as a task-by-task loop meets them)
+    menu_ix: dict[tuple[str, ...], int] = {}
+    m_of = np.fromiter((menu_ix.setdefault(t.menu, len(menu_ix)) for t in kept), dtype=np.int64, count=len(kept))
+    table = np.full((len(menu_ix), m_max), -1, dtype=np.int64)
+    for m, i in menu_ix.items():
+        table[i, : len(m)] = [code[a] for a in m]
+    menus = table[m_of]
     f_off = np.r_[0, np.cumsum(np.bincount(f_sid, minlength=len(spans)))].tolist()
 
     outcome = history.outcome

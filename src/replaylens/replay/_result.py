@@ -120,8 +120,12 @@ class Decisions:
         acts = self.actions.reshape(n_blocks, n)
         per_write = max(1, rows_per_group // n)   # small blocks are written several at once
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
-        # they save; the rest keep parquet's dictionary encoding
+        # they save; the rest keep parquet's dictionary encoding.  Row-group statistics (min/max) only for the
+        # block columns a reader filters row groups on; the utilities are not compressed (random doubles: snappy
+        # gains nothing there)
         plain = {"task", "utility", "oracle_utility"}
+        with_stats = ["task_index", "cell", "map", "draw", "repeat"]
+        compression = {name: "none" if name in ("utility", "oracle_utility") else "snappy" for name in DECISION_COLUMNS}
         writer = None
         try:
             for b0 in range(0, n_blocks, per_write):
@@ -150,7 +154,8 @@ class Decisions:
                 })
                 if writer is None:
                     writer = pq.ParquetWriter(path, table.schema,
-                                              use_dictionary=[x for x in table.column_names if x not in plain])
+                                              use_dictionary=[x for x in table.column_names if x not in plain],
+                                              write_statistics=with_stats, compression=compression)
                 writer.write_table(table, row_group_size=rows_per_group)
         finally:
             if writer is not None:

@@ -180,13 +180,13 @@ class PreparedReplay:
             elif jr.n_done:
                 print(f"resuming: {jr.n_done} of {len(shards)} shards done, {len(shards) - jr.n_done} to replay",
                       file=sys.stderr)
-        out = _ActionSink(plan.streams, [len(sds[s].futures) for s in plan.streams])
+        out = _ActionSink(plan.streams, [len(sds[s].futures) for s in plan.streams], len(plan.labels))
         todo = []
         for k, streams in enumerate(shards):
             if jr is not None and jr.done(k):
                 arrays = jr.load(k)
                 tick(sum(a.size for a in arrays))
-                out.put(streams, arrays)
+                out.put(streams, arrays, check=True)
             else:
                 todo.append(k)
         run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
@@ -205,25 +205,38 @@ class PreparedReplay:
         return replace(self.base, actions=actions, path=path)
 
 
+def action_dtype(n_labels: int) -> np.dtype[Any]:
+    """The smallest signed integer type holding every label code 0 … n_labels − 1 (the actions' dtype)."""
+    for t in (np.int8, np.int16, np.int32):
+        if n_labels <= np.iinfo(t).max + 1:
+            return np.dtype(t)
+    return np.dtype(np.int64)
+
+
 class _ActionSink:
     """Per-stream action arrays written into one preallocated array as shards arrive.
 
-    The result equals ``np.concatenate([a[s] for s in streams], axis=-1)`` (same values and dtype) without
-    holding every stream's array and a concatenated copy at once.
+    The result equals ``np.concatenate([a[s] for s in streams], axis=-1)`` (same values) without holding every
+    stream's array and a concatenated copy at once, in the smallest integer type that holds every label code
+    (:func:`action_dtype`: one byte a decision below 128 labels).
     """
 
-    def __init__(self, streams: Sequence[str], n_tasks: Sequence[int]) -> None:
+    def __init__(self, streams: Sequence[str], n_tasks: Sequence[int], n_labels: int) -> None:
         self.start = dict(zip(streams, np.r_[0, np.cumsum(n_tasks)][:-1].tolist(), strict=True))
         self.total = int(sum(n_tasks))
+        self.dtype = action_dtype(n_labels)
+        self.n_labels = n_labels
         self.array: np.ndarray | None = None
         self.seen: set[str] = set()
 
-    def put(self, streams: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
+    def put(self, streams: Sequence[str], arrays: Sequence[np.ndarray], *, check: bool = False) -> None:
+        """Write each stream's actions in place (``check``: first make sure every code is a label's, for arrays
+        read back from a journal; the replay's own are checked where they are made)."""
         for name, a in zip(streams, arrays, strict=True):
+            if check and a.size and (int(a.min()) < 0 or int(a.max()) >= self.n_labels):
+                raise RuntimeError(f"replay gave stream {name!r} an action code outside 0 … {self.n_labels - 1}")
             if self.array is None:
-                self.array = np.empty((*a.shape[:-1], self.total), dtype=a.dtype)
-            elif np.result_type(self.array.dtype, a.dtype) != self.array.dtype:
-                self.array = self.array.astype(np.result_type(self.array.dtype, a.dtype))
+                self.array = np.empty((*a.shape[:-1], self.total), dtype=self.dtype)
             s0 = self.start[name]
             self.array[..., s0:s0 + a.shape[-1]] = a
             self.seen.add(name)

@@ -93,26 +93,28 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
     plan = d.plan
     labels = plan.labels
     out: dict[str, list[dict[str, Any]]] = {}
-    prepared: dict[str, Any] = {}
     offsets = np.r_[0, np.cumsum(np.bincount(d.stream_idx, minlength=len(plan.streams)))]
+    picked = []
     for cmp in comparisons(d):
         after, before = _pairs(d, cmp)
-        hits = np.argwhere(after != before)  # (map_sel, draw, repeat, task)
         seen: list[int] = []
         chosen = []
-        for h in hits:  # prefer distinct streams
+        for h in _hits(after != before):  # (map_sel, draw, repeat, task), in C order; prefer distinct streams
             s = int(d.stream_idx[h[3]])
             if s not in seen:
                 seen.append(s)
                 chosen.append(h)
             if len(chosen) == per_row:
                 break
+        picked.append((cmp, after, before, chosen))
+    # every example's stream encoded in one pass (a stream's encoding does not depend on the others planned)
+    wanted = tuple(dict.fromkeys(plan.streams[int(d.stream_idx[h[3]])] for *_, chosen in picked for h in chosen))
+    prepared = prepare_streams(replace(plan, streams=wanted), history, futures) if wanted else {}
+    for cmp, after, before, chosen in picked:
         examples = []
         for ms, dr, rep, i in chosen:
             m = cmp.maps[int(ms)]
             stream = plan.streams[int(d.stream_idx[i])]
-            if stream not in prepared:
-                prepared[stream] = prepare_streams(replace(plan, streams=(stream,)), history, futures)[stream]
             sd = prepared[stream]
             j = int(i - offsets[d.stream_idx[i]])
             examples.append(_example(plan, sd, cmp.c, m, int(dr), j, max_records) | {
@@ -123,6 +125,16 @@ def changed_examples(d: Decisions, history: History, futures: FutureTasks, *, pe
                 "oracle": labels[int(d.oracle[i])]})
         out[cmp.row] = examples
     return out
+
+
+def _hits(changed: np.ndarray, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
+    """The indices of ``changed``'s true entries in C order (``np.argwhere``'s rows), found a chunk at a time:
+    the caller stops after a few, so the whole index array is never built."""
+    flat = changed.reshape(-1)
+    for c0 in range(0, flat.size, chunk):
+        nz = np.flatnonzero(flat[c0:c0 + chunk]) + c0
+        if nz.size:
+            yield from np.stack(np.unravel_index(nz, changed.shape), axis=1)
 
 
 def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: int) -> dict[str, Any]:

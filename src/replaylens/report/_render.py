@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,14 +149,18 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     man = manifest.model_dump(mode="json")
 
     def build(tmp: Path) -> None:
-        result.decisions.to_parquet(tmp / "decisions.parquet")
-        (tmp / "summary.json").write_text(dumps_indented(summary) + "\n")
-        (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
-        forest_plot(summary, tmp / "forest.png")
-        (tmp / "report.md").write_text(render_markdown(summary, man))
-        (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
-                                                       futures=futures, agents=agents,
-                                                       agent_comparisons=agent_comparisons), encoding="utf-8")
+        # decisions.parquet (pyarrow's encoder, mostly outside the GIL) is written on a thread beside the reports;
+        # leaving the block waits for it whatever happens (nothing is left writing into ``tmp``)
+        with ThreadPoolExecutor(1, thread_name_prefix="replaylens-decisions") as pool:
+            written = pool.submit(result.decisions.to_parquet, tmp / "decisions.parquet")
+            (tmp / "summary.json").write_text(dumps_indented(summary) + "\n")
+            (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+            forest_plot(summary, tmp / "forest.png")
+            (tmp / "report.md").write_text(render_markdown(summary, man))
+            (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
+                                                           futures=futures, agents=agents,
+                                                           agent_comparisons=agent_comparisons), encoding="utf-8")
+        written.result()  # the writer's error, if it had one
 
     with locked_out(root):
         check_different_run(root, man, overwrite)
