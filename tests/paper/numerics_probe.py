@@ -62,7 +62,8 @@ def main() -> None:
     out["fitted associative"] = h(*fit_associative(b, "loo", [11], FitSettings(updates=40))[0].params.values())
     out["fitted recurrent"] = h(*fit_recurrent(b, [5], FitSettings(updates=40))[0].params.values())
     ep = generator().episodes(12, derive_rng(3, "p"))   # the interface substrate: norm2, tanh, exp, matmul
-    out["fitted interface"] = h(*arrays(ep), *fit_interface(ep, [7], FitSettings(updates=20))[0].params.values())
+    fi = fit_interface(ep, [7], FitSettings(updates=20))[0]
+    out["fitted interface"] = h(*arrays(ep), fi.initial_loss, fi.loss, *fi.params.values())
     arms = ["a", "b", "c", "d"]
     pf = fit_persistent(rng.uniform(size=(3, 2, 8, 4)), rng.uniform(size=(3, 2, 5, 4)), arms=arms,
                         strata=[("x", "low"), ("x", "high")], seed=4, settings=PersistentSettings(epochs=15))

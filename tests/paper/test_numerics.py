@@ -81,6 +81,7 @@ def test_numpy_path_is_numpy_exactly() -> None:
         assert np.array_equal(nx.sigmoid(x), 1.0 / (1.0 + np.exp(-x)))
         assert np.array_equal(nx.matmul(a, b), np.matmul(a, b))
         assert nx.norm2(a[0]) == float(np.linalg.norm(a[0], 2))
+        assert nx.dot(a, a) == float(np.vdot(a, a))
         assert "numpy/BLAS" in nx.path_label()
 
 
@@ -122,6 +123,13 @@ def test_pinned_matmul_bytes_depend_on_shapes_not_memory_layout() -> None:
         assert np.array_equal(nx.matmul(a, np.asfortranarray(b)), got)
         assert np.array_equal(nx.matmul(a[:, ::-1][:, ::-1], b), got)
         assert np.array_equal(nx.matmul(a[None], b[None])[0], got)
+
+
+def test_pinned_dot_is_the_pairwise_sum_of_the_products() -> None:
+    a, b = np.random.default_rng(9).normal(size=(2, 7, 33))
+    with nx.pinned_numerics(True):
+        assert nx.dot(a, b) == float(np.sum(a.ravel() * b.ravel()))
+        assert math.isclose(nx.dot(a, b), float(np.vdot(a, b)), rel_tol=1e-12)
 
 
 def test_pinned_qr_and_norm2() -> None:

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["ENV_VAR", "exp", "expm1", "is_pinned", "log1p", "matmul", "norm2", "path_label", "pinned_numerics", "qr",
-           "sigmoid", "softplus", "tanh"]
+__all__ = ["ENV_VAR", "dot", "exp", "expm1", "is_pinned", "log1p", "matmul", "norm2", "path_label",
+           "pinned_numerics", "qr", "sigmoid", "softplus", "tanh"]
 
 ENV_VAR = "REPLAYLENS_PINNED_FITS"
 _DEFAULT = "0"
@@ -189,6 +189,14 @@ def _matmul_pinned(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if b.shape[-2] != a.shape[-1]:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align")
     return np.einsum("...mj,...jn->...mn", np.ascontiguousarray(a), np.ascontiguousarray(b), optimize=False)
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ a·b over all entries (``np.vdot`` for real arrays); on the pinned path numpy's pairwise sum of the
+    products instead of BLAS's ``ddot``."""
+    if not is_pinned():
+        return float(np.vdot(a, b))
+    return float(np.sum(_f64(a).ravel() * _f64(b).ravel()))
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -133,7 +133,7 @@ class _InterfaceProblem:
         s += c.reshape(-1)
         yhat = _sigmoid(s)
         err = yhat - self.y
-        loss = 0.5 * float(np.vdot(err, err)) / e_n
+        loss = 0.5 * nx.dot(err, err) / e_n
         g = err * yhat
         g *= 1.0 - yhat
         g /= e_n                                                              # (E, J·n)
@@ -156,7 +156,7 @@ class _InterfaceProblem:
         grads: dict[str, list[np.ndarray]] = {name: [] for name in params}
         for k in range(k_n):
             lk, gk = self.one(*(params[nm][k] for nm in ("W", "P", "v", "b", "R", "c")))
-            losses[k] = lk + sum(0.5 * l2 * float(np.vdot(params[nm][k], params[nm][k])) for nm in params)
+            losses[k] = lk + sum(0.5 * l2 * nx.dot(params[nm][k], params[nm][k]) for nm in params)
             for nm in params:
                 grads[nm].append(gk[nm] + l2 * params[nm][k])
         return losses, {nm: np.stack(v) for nm, v in grads.items()}
