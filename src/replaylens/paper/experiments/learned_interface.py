@@ -42,6 +42,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...maps import DERANGEMENTS_4, uniform_derangement, uniform_permutation
 from ...rng import derive_rng
+from .. import numerics as nx
 from ..fitted import INTERFACE_FIT, FitSettings, InterfaceEpisodes, InterfaceFit, fit_interface
 from ..reproduce import Comparison, compare, register_reproduction
 
@@ -79,7 +80,7 @@ class Generator:
         """Terminal latents z_T (E, m)."""
         z = np.zeros((keys.shape[0], self.A.shape[0]))
         for t in range(keys.shape[1]):
-            z = np.tanh(z @ self.A.T + self.E[keys[:, t]] * (utilities[:, t, None] - 0.5))
+            z = nx.tanh(nx.matmul(z, self.A.T) + self.E[keys[:, t]] * (utilities[:, t, None] - 0.5))
         return z
 
     def episodes(self, n: int, rng: np.random.Generator) -> InterfaceEpisodes:
@@ -87,14 +88,14 @@ class Generator:
         keys = rng.integers(0, N_KEYS, size=(n, SLOTS))
         u = rng.random((n, SLOTS))
         s = np.einsum("em,jam->eja", self.latent(keys, u), self.W)
-        y = 1.0 / (1.0 + np.exp(-(s + self.noise * rng.standard_normal(s.shape))))
+        y = 1.0 / (1.0 + nx.exp(-(s + self.noise * rng.standard_normal(s.shape))))
         return InterfaceEpisodes(keys, u, y, N_KEYS)
 
 
 def generator(seed: int = SEED) -> Generator:
     rng = derive_rng(seed, "learned-interface", "generator")
     g = rng.standard_normal((LATENT, LATENT))
-    a = 0.9 * g / np.linalg.norm(g, 2)
+    a = 0.9 * g / nx.norm2(g)
     e = 2.0 * rng.standard_normal((N_KEYS, LATENT))
     w = np.sqrt(0.5) * rng.standard_normal((QUERIES, N_KEYS, LATENT))
     return Generator(a, e, w)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...rng import derive_rng
+from .. import numerics as nx
 
 __all__ = ["FeatureSource", "FixedFeatures", "StreamFeatures", "haar_orthogonal", "unit_vectors"]
 
@@ -27,7 +28,7 @@ def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
 
 def haar_orthogonal(rng: np.random.Generator, dim: int) -> np.ndarray:
     """A Haar-distributed orthogonal matrix (QR of a Gaussian matrix with the sign fix)."""
-    q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
+    q, r = nx.qr(rng.standard_normal((dim, dim)))
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)[None, :]
 
 
@@ -111,7 +112,7 @@ class StreamFeatures:
         if got is None:
             rng = derive_rng(self.seed, self.role, stream)
             q = unit_vectors(rng, len(self.labels), self.dim)
-            got = _frozen(q @ haar_orthogonal(rng, self.dim).T if self.binding else q)
+            got = _frozen(nx.matmul(q, haar_orthogonal(rng, self.dim).T) if self.binding else q)
             self._cache[stream] = got
         return got
 

@@ -25,6 +25,7 @@ from ...agents import Agent
 from ...errors import ConfigError
 from ...inference import single_thread_blas
 from ...rng import derive_rng
+from .. import numerics as nx
 from ._data import Observations, TrainingBlocks, observations
 from ._writers import ARMS, additive_nuisance_agent, associative_agent, recurrent_agent
 
@@ -70,7 +71,7 @@ PAPER_FIT = FitSettings()
 
 
 def _sigmoid(s: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * s))
+    return 0.5 * (1.0 + nx.tanh(0.5 * s))
 
 
 def _penalty(params: Params, l2: float) -> tuple[np.ndarray, Params]:
@@ -123,22 +124,22 @@ class _AssociativeProblem:
         d = p.shape[1]
         n = q.shape[0]
         if self.additive:
-            m = np.concatenate([p @ q[:, :d].T, q[None, :, d]], axis=0)
+            m = np.concatenate([nx.matmul(p, q[:, :d].T), q[None, :, d]], axis=0)
         else:
-            m = p @ q.T
+            m = nx.matmul(p, q.T)
         if m.size != self.z.shape[2]:
             raise ConfigError(f"parameters of shape {p.shape}, {q.shape} do not fit the objective's design")
         i = k if self.z.shape[0] > 1 else 0
-        s = self.z[i] @ m.reshape(-1)                                    # (N,)
+        s = nx.matmul(self.z[i], m.reshape(-1))                               # (N,)
         yhat = _sigmoid(s)
         err = yhat - self.y[i]
-        loss = self.w * 0.5 * float(err @ err)
+        loss = self.w * 0.5 * float(nx.matmul(err, err))
         g = self.w * err * yhat * (1.0 - yhat)
-        dm = (self.zt[i] @ g).reshape(m.shape)                           # (L, n)
+        dm = nx.matmul(self.zt[i], g).reshape(m.shape)                      # (L, n)
         if self.additive:
             dm1 = dm[:n]
-            return loss, dm1 @ q[:, :d], np.concatenate([dm1.T @ p, dm[n][:, None]], axis=1)
-        return loss, dm @ q, dm.T @ p
+            return loss, nx.matmul(dm1, q[:, :d]), np.concatenate([nx.matmul(dm1.T, p), dm[n][:, None]], axis=1)
+        return loss, nx.matmul(dm, q), nx.matmul(dm.T, p)
 
     def __call__(self, params: Params, l2: float) -> tuple[np.ndarray, Params]:
         p, q = params["P"], params["Q"]
@@ -189,33 +190,33 @@ class _RecurrentProblem:
         t_n, e_n, d = self.t_n, self.e_n, a_.shape[0]
         b = self._bufs(d)
         hs, dz, z, dh = b["hs"], b["dz"], b["z"], b["dh"]
-        u = np.matmul(self.ohpv, np.concatenate([p_, v_], axis=0), out=b["u"]).reshape(t_n, e_n, d)
+        u = nx.matmul(self.ohpv, np.concatenate([p_, v_], axis=0), out=b["u"]).reshape(t_n, e_n, d)
         at = np.ascontiguousarray(a_.T)
         for t in range(t_n):
-            np.matmul(hs[t], at, out=z)
+            nx.matmul(hs[t], at, out=z)
             z += u[t]
-            np.tanh(z, out=hs[t + 1])
+            nx.tanh(z, out=hs[t + 1])
         hr = hs[:t_n].reshape(-1, d)                                     # h_i, rows (t, e)
-        sq = np.matmul(hr, q_.T, out=b["s"])
+        sq = nx.matmul(hr, q_.T, out=b["s"])
         sq *= self.oh
         s = sq.sum(axis=1)                                               # q_{a_i}ᵀ h_i
         yhat = _sigmoid(s)
         err = yhat - self.y
         w = 1.0 / e_n
-        loss = w * 0.5 * float(err @ err)
+        loss = w * 0.5 * float(nx.matmul(err, err))
         gq = np.multiply(self.oh, (w * err * yhat * (1.0 - yhat))[:, None], out=b["gq"])   # (T·E, n)
-        read = np.matmul(gq, q_, out=b["read"]).reshape(t_n, e_n, d)   # ∂L/∂h_i through the readout
+        read = nx.matmul(gq, q_, out=b["read"]).reshape(t_n, e_n, d)   # ∂L/∂h_i through the readout
         deriv = np.multiply(hs[1:], hs[1:], out=b["deriv"])
         np.subtract(1.0, deriv, out=deriv)
         dh[:] = 0.0
         for t in range(t_n - 1, -1, -1):
             np.multiply(dh, deriv[t], out=dz[t])
-            np.matmul(dz[t], a_, out=dh)
+            nx.matmul(dz[t], a_, out=dh)
             dh += read[t]
         dzr = dz.reshape(-1, d)
-        dpv = self.ohpv_t @ dzr
+        dpv = nx.matmul(self.ohpv_t, dzr)
         n = p_.shape[0]
-        return loss, {"A": dzr.T @ hr, "P": dpv[:n], "V": dpv[n:], "Q": gq.T @ hr}
+        return loss, {"A": nx.matmul(dzr.T, hr), "P": dpv[:n], "V": dpv[n:], "Q": nx.matmul(gq.T, hr)}
 
     def __call__(self, params: Params, l2: float) -> tuple[np.ndarray, Params]:
         k_n = params["A"].shape[0]

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...rng import derive_rng
+from .. import numerics as nx
 from ._fit import PAPER_FIT, FitSettings, _sigmoid, adam
 
 __all__ = ["INTERFACE_FIT", "InterfaceEpisodes", "InterfaceFit", "fit_interface", "init_interface",
@@ -75,7 +76,7 @@ def _states(params: Params, keys: np.ndarray, utilities: np.ndarray) -> np.ndarr
     hs = np.zeros((k_n, t_n + 1, e_n, d))
     wt = np.ascontiguousarray(w.transpose(0, 2, 1))
     for t in range(t_n):
-        hs[:, t + 1] = np.tanh(np.matmul(hs[:, t], wt) + x[:, t])
+        hs[:, t + 1] = nx.tanh(nx.matmul(hs[:, t], wt) + x[:, t])
     return hs
 
 
@@ -86,7 +87,7 @@ def interface_scores(params: Params, keys: np.ndarray, utilities: np.ndarray) ->
     h_t = _states(ps, keys, utilities)[:, -1]                                  # (K, E, d)
     r = ps["R"]
     k_n, j_n, n, d = r.shape
-    s = np.matmul(h_t, r.reshape(k_n, j_n * n, d).transpose(0, 2, 1)).reshape(k_n, -1, j_n, n) + ps["c"][:, None]
+    s = nx.matmul(h_t, r.reshape(k_n, j_n * n, d).transpose(0, 2, 1)).reshape(k_n, -1, j_n, n) + ps["c"][:, None]
     return s[0] if single else s
 
 
@@ -120,32 +121,32 @@ class _InterfaceProblem:
         t_n, e_n, d = self.t_n, self.e_n, w.shape[0]
         bf = self._buf(d)
         hs, dz, dh = bf["hs"], bf["dz"], bf["dh"]
-        x = np.matmul(self.design, np.concatenate([p, v[None], b[None]], axis=0), out=bf["x"]).reshape(t_n, e_n, d)
+        x = nx.matmul(self.design, np.concatenate([p, v[None], b[None]], axis=0), out=bf["x"]).reshape(t_n, e_n, d)
         wt = np.ascontiguousarray(w.T)
         for t in range(t_n):
-            z = np.matmul(hs[t], wt, out=hs[t + 1])
+            z = nx.matmul(hs[t], wt, out=hs[t + 1])
             z += x[t]
-            np.tanh(z, out=z)
+            nx.tanh(z, out=z)
         h_t = hs[t_n]
         rm = r.reshape(-1, d)                                                 # (J·n, d)
-        s = np.matmul(h_t, rm.T, out=bf["s"])
+        s = nx.matmul(h_t, rm.T, out=bf["s"])
         s += c.reshape(-1)
         yhat = _sigmoid(s)
         err = yhat - self.y
-        loss = 0.5 * float(np.vdot(err, err)) / e_n
+        loss = 0.5 * nx.dot(err, err) / e_n
         g = err * yhat
         g *= 1.0 - yhat
         g /= e_n                                                              # (E, J·n)
-        grads: Params = {"R": (g.T @ h_t).reshape(r.shape), "c": g.sum(axis=0).reshape(c.shape)}
-        np.matmul(g, rm, out=dh)
+        grads: Params = {"R": nx.matmul(g.T, h_t).reshape(r.shape), "c": g.sum(axis=0).reshape(c.shape)}
+        nx.matmul(g, rm, out=dh)
         deriv = np.multiply(hs[1:], hs[1:], out=bf["deriv"])
         np.subtract(1.0, deriv, out=deriv)
         for t in range(t_n - 1, -1, -1):
             np.multiply(dh, deriv[t], out=dz[t])
-            np.matmul(dz[t], w, out=dh)
+            nx.matmul(dz[t], w, out=dh)
         dzf = dz.reshape(-1, d)
-        grads["W"] = dzf.T @ hs[:t_n].reshape(-1, d)
-        dx = self.design_t @ dzf                                              # (n + 2, d)
+        grads["W"] = nx.matmul(dzf.T, hs[:t_n].reshape(-1, d))
+        dx = nx.matmul(self.design_t, dzf)                                          # (n + 2, d)
         grads["P"], grads["v"], grads["b"] = dx[:self.n], dx[self.n], dx[self.n + 1]
         return loss, grads
 
@@ -155,7 +156,7 @@ class _InterfaceProblem:
         grads: dict[str, list[np.ndarray]] = {name: [] for name in params}
         for k in range(k_n):
             lk, gk = self.one(*(params[nm][k] for nm in ("W", "P", "v", "b", "R", "c")))
-            losses[k] = lk + sum(0.5 * l2 * float(np.vdot(params[nm][k], params[nm][k])) for nm in params)
+            losses[k] = lk + sum(0.5 * l2 * nx.dot(params[nm][k], params[nm][k]) for nm in params)
             for nm in params:
                 grads[nm].append(gk[nm] + l2 * params[nm][k])
         return losses, {nm: np.stack(v) for nm, v in grads.items()}

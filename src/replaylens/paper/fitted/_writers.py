@@ -39,6 +39,7 @@ from ...agents import (
     to_fixed,
 )
 from ...errors import AgentError, ConfigError
+from .. import numerics as nx
 from ._features import FeatureSource, FixedFeatures, StreamFeatures
 
 __all__ = [
@@ -260,7 +261,7 @@ class RecurrentWriter:
 
     def step(self, h: np.ndarray, p: np.ndarray, v: np.ndarray, c: np.ndarray) -> np.ndarray:
         """One transition for states h (..., d), rows p, v (..., d), centred outcomes c (...)."""
-        return np.tanh(seq_matvec(self.A, h) + p + c[..., None] * v)
+        return nx.tanh(seq_matvec(self.A, h) + p + c[..., None] * v)
 
     def init_state(self) -> State:
         return {}

@@ -36,6 +36,7 @@ from ...errors import ConfigError
 from ...inference import single_thread_blas
 from ...maps import DERANGEMENTS_4
 from ...rng import derive_rng
+from .. import numerics as nx
 from ._data import TARGET_ENTROPY, TARGET_HIGH, TARGET_LOW, micro_centered
 from ._train import (
     PAPER_SETTINGS,
@@ -212,8 +213,8 @@ def control_scores(params: Params, episodes: ControlEpisodes) -> np.ndarray:
     c = episodes.utilities - 0.5
     for t in range(episodes.keys.shape[1]):
         x = (p[kk[:, t]] + c[:, t, None] * v[kk[:, t]]) * occ[:, t, None]
-        h = np.tanh(h @ w.T + x)
-    return h @ q.T
+        h = nx.tanh(nx.matmul(h, w.T) + x)
+    return nx.matmul(h, q.T)
 
 
 class _ControlBatch:
@@ -252,29 +253,29 @@ class _ControlBatch:
             if self.augmented:
                 self._augment()
         w_in = np.concatenate([p["P"], p["V"]], axis=1)  # (R, 2K, H)
-        x = np.matmul(self.z.reshape(self.r, self.t * self.n, 2 * N_KEYS), w_in).reshape(
+        x = nx.matmul(self.z.reshape(self.r, self.t * self.n, 2 * N_KEYS), w_in).reshape(
             self.r, self.t, self.n, self.h)
         w_t = p["W"].transpose(0, 2, 1)
         st = self.states
         for t in range(self.t):
-            np.tanh(np.matmul(st[:, t], w_t) + x[:, t], out=st[:, t + 1])
-        s = np.matmul(st[:, self.t], p["Q"].transpose(0, 2, 1))  # (R, N, K)
+            nx.tanh(nx.matmul(st[:, t], w_t) + x[:, t], out=st[:, t + 1])
+        s = nx.matmul(st[:, self.t], p["Q"].transpose(0, 2, 1))  # (R, N, K)
         bce = _bce_rows(s, self.y)
         if not need_grad:
             return bce, {}
         ds = (_sigmoid(s) - self.y) / (N_KEYS * self.n)
-        d_q = np.matmul(ds.transpose(0, 2, 1), st[:, self.t])
-        dh = np.matmul(ds, p["Q"])
+        d_q = nx.matmul(ds.transpose(0, 2, 1), st[:, self.t])
+        dh = nx.matmul(ds, p["Q"])
         da = np.empty((self.r, self.t, self.n, self.h), dtype=self.dtype)
         w = p["W"]
         for t in range(self.t - 1, -1, -1):
             hs = st[:, t + 1]
             da[:, t] = dh * (1.0 - hs * hs)
             if t:
-                dh = np.matmul(da[:, t], w)
+                dh = nx.matmul(da[:, t], w)
         flat_da = da.reshape(self.r, self.t * self.n, self.h)
-        d_w = np.matmul(flat_da.transpose(0, 2, 1), st[:, : self.t].reshape(self.r, self.t * self.n, self.h))
-        d_in = np.matmul(self.z.reshape(self.r, self.t * self.n, 2 * N_KEYS).transpose(0, 2, 1), flat_da)
+        d_w = nx.matmul(flat_da.transpose(0, 2, 1), st[:, : self.t].reshape(self.r, self.t * self.n, self.h))
+        d_in = nx.matmul(self.z.reshape(self.r, self.t * self.n, 2 * N_KEYS).transpose(0, 2, 1), flat_da)
         return bce, {"W": d_w, "P": np.ascontiguousarray(d_in[:, :N_KEYS]),
                      "V": np.ascontiguousarray(d_in[:, N_KEYS:]), "Q": d_q}
 
@@ -327,7 +328,7 @@ def train_control_models(train: ControlEpisodes, dev: ControlEpisodes, seeds: Se
 def _mean_bce(params: Params, episodes: ControlEpisodes) -> float:
     s = control_scores(params, episodes)
     y = episodes.soft_targets()
-    return float(np.mean(np.logaddexp(0.0, s) - y * s))
+    return float(np.mean(nx.softplus(s) - y * s))
 
 
 # ---------------------------------------------------------------------------------------------- evaluation

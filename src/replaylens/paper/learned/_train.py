@@ -30,6 +30,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...inference import single_thread_blas
 from ...rng import derive_rng
+from .. import numerics as nx
 from ._data import EndpointSequences
 
 __all__ = [
@@ -137,6 +138,8 @@ def numerical_path() -> str:
     A chaotic fit's bytes depend on the BLAS kernel (float64 included: OpenBLAS's Haswell and Sandybridge
     kernels give different parameters after 150 updates); run with ``OPENBLAS_CORETYPE=Haswell`` to pin it
     (docs/decisions.md, issue 28)."""
+    if nx.is_pinned():
+        return nx.path_label()
     try:
         tpc = importlib.import_module("threadpoolctl")
     except ImportError:
@@ -172,13 +175,13 @@ def _init_seed_rng(seed: int, kind: str) -> np.random.Generator:
 
 
 def _sigmoid(s: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * s))
+    return 0.5 * (1.0 + nx.tanh(0.5 * s))
 
 
 def _bce_rows(s: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Mean BCE(sigmoid(s), y) per model for (R, K, N) scores: softplus(s) − y·s, averaged."""
     r = s.shape[0]
-    return (np.logaddexp(0.0, s) - y * s).reshape(r, -1).mean(axis=1, dtype=np.float64)
+    return (nx.softplus(s) - y * s).reshape(r, -1).mean(axis=1, dtype=np.float64)
 
 
 class _RecurrentBatch:
@@ -224,11 +227,11 @@ class _RecurrentBatch:
         for t in range(self.t):
             th = theta[self.keys[t]]
             if t == 0:  # h_0 = 0: only p_k + c·v_k
-                np.matmul(th[:, :, h:], self.z[:, h:, 0, :], out=self.a)
+                nx.matmul(th[:, :, h:], self.z[:, h:, 0, :], out=self.a)
             else:
-                np.matmul(th, self.z[:, :, t, :], out=self.a)
-            np.tanh(self.a, out=self.state(t + 1))
-        return np.matmul(p["Q"], self.h_last)
+                nx.matmul(th, self.z[:, :, t, :], out=self.a)
+            nx.tanh(self.a, out=self.state(t + 1))
+        return nx.matmul(p["Q"], self.h_last)
 
     def loss_grad(self, p: Params, need_grad: bool = True) -> tuple[np.ndarray, Params]:
         """Mean BCE per model and its gradient (BPTT through all T steps)."""
@@ -238,8 +241,8 @@ class _RecurrentBatch:
             return bce, {}
         h, r = self.h, self.r
         ds = (_sigmoid(s) - self.y) / (self.k * self.n)
-        d_q = np.matmul(ds, self.h_last.transpose(0, 2, 1))
-        np.matmul(p["Q"].transpose(0, 2, 1), ds, out=self.dh)
+        d_q = nx.matmul(ds, self.h_last.transpose(0, 2, 1))
+        nx.matmul(p["Q"].transpose(0, 2, 1), ds, out=self.dh)
         w_t = np.ascontiguousarray(p["W"].transpose(0, 2, 1))
         for t in range(self.t - 1, -1, -1):
             hs = self.state(t + 1)
@@ -247,14 +250,14 @@ class _RecurrentBatch:
             np.subtract(1.0, self.g, out=self.g)
             np.multiply(self.dh, self.g, out=self.da[:, :, t, :])
             if t:
-                np.matmul(w_t, self.da[:, :, t, :], out=self.dh)
+                nx.matmul(w_t, self.da[:, :, t, :], out=self.dh)
         d_w = np.zeros_like(p["W"])
         d_p = np.zeros_like(p["P"])
         d_v = np.zeros_like(p["V"])
         for k, sl in self.groups:
             da = self.da[:, :, sl, :].reshape(r, h, -1)
             z = self.z[:, :, sl, :].reshape(r, h + 2, -1)
-            d = np.matmul(da, z.transpose(0, 2, 1))
+            d = nx.matmul(da, z.transpose(0, 2, 1))
             d_w += d[..., :h]
             d_p[:, k] = d[..., h]
             d_v[:, k] = d[..., h + 1]
@@ -270,12 +273,12 @@ class _AdditiveBatch:
         self.k, self.n = targets.shape[1], targets.shape[2]
 
     def loss_grad(self, p: Params, need_grad: bool = True) -> tuple[np.ndarray, Params]:
-        s = np.matmul(p["Q"], self.f)
+        s = nx.matmul(p["Q"], self.f)
         bce = _bce_rows(s, self.y)
         if not need_grad:
             return bce, {}
         ds = (_sigmoid(s) - self.y) / (self.k * self.n)
-        return bce, {"Q": np.matmul(ds, self.f.transpose(0, 2, 1))}
+        return bce, {"Q": nx.matmul(ds, self.f.transpose(0, 2, 1))}
 
 
 # ---------------------------------------------------------------------------------------------- Adam

@@ -36,6 +36,7 @@ from ...agents import (
     choose_batch,
 )
 from ...errors import AgentError, ConfigError
+from .. import numerics as nx
 from ._data import ENDPOINT_KEYS, EndpointSequences, micro_centered
 from ._train import TrainedModel
 
@@ -202,7 +203,7 @@ class RecurrentWriter(_LearnedBase):
         a = self.p[keys] + c[:, None] * self.v[keys]
         for j in range(self.hidden):
             a += h[:, j : j + 1] * self.w[None, :, j]
-        return np.tanh(a)
+        return nx.tanh(a)
 
     def final_states(self, seqs: EndpointSequences) -> np.ndarray:
         """(N, H) h_T of each sequence."""

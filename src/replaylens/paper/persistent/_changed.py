@@ -34,6 +34,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...records import Evaluator, FutureTask, FutureTasks, History
 from ...rng import derive_rng, derive_seed
+from .. import numerics as nx
 
 __all__ = [
     "CHANGED_ARMS",
@@ -113,7 +114,7 @@ def mv_utility(p: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> np.ndarra
     """Model-validation utility [N] from true p [N, 10] and probe counts/sums (unprobed estimates 0.5)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         phat = np.where(counts > 0, sums / np.maximum(counts, 1), 0.5)
-    return np.exp(-np.sum((phat - p) ** 2, axis=1) / (0.045 * 10))
+    return nx.exp(-np.sum((phat - p) ** 2, axis=1) / (0.045 * 10))
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -215,7 +216,7 @@ def _tables(seed: int, r_n: int, family: str, context: str, split: str,
                 sig[j] = z
             else:
                 ell = g.normal(0.0, 0.85, n) + np.linspace(-0.75, 0.75, n) + MV_KAPPA[split]
-                sig[j] = 1.0 / (1.0 + np.exp(-ell))
+                sig[j] = 1.0 / (1.0 + nx.exp(-ell))
             uni[j] = g.random(n)
             sd = HS_ETA[context] if family == "hypothesis" else MV_SD[context]
             for a in range(len(CHANGED_ARMS)):

@@ -40,6 +40,7 @@ from ...agents import (
 )
 from ...errors import AgentError, ConfigError
 from ...rng import check_rng
+from .. import numerics as nx
 
 __all__ = [
     "ChangedLedgerState",
@@ -197,7 +198,7 @@ class SelectedOnlyWriter:
         z = np.zeros((h.shape[0], len(self.arms)))
         for j in range(h.shape[1]):
             z += h[:, j : j + 1] * self.q[None, :, j]
-        return 1.0 / (1.0 + np.exp(-z))
+        return 1.0 / (1.0 + nx.exp(-z))
 
     def _arm(self, key: str) -> int:
         try:
@@ -254,14 +255,14 @@ class SelectedOnlyFit:
 def _so_loss_grad(p: np.ndarray, q: np.ndarray, cse: np.ndarray, onehot: np.ndarray, a: np.ndarray,
                   c: np.ndarray, y: np.ndarray, n_blocks: int, lam: float) -> tuple[float, np.ndarray, np.ndarray]:
     """Loss and gradients; ``cse`` [M, A] the record's block key sums, ``onehot`` [M, A] its key (training only)."""
-    hm = cse @ p - c[:, None] * p[a]
+    hm = nx.matmul(cse, p) - c[:, None] * p[a]
     logit = np.sum(q[a] * hm, axis=1)
-    yhat = 1.0 / (1.0 + np.exp(-logit))
+    yhat = 1.0 / (1.0 + nx.exp(-logit))
     loss = float(0.5 * np.sum((yhat - y) ** 2) / n_blocks + 0.5 * lam * (np.sum(p**2) + np.sum(q**2)))
     g = (yhat - y) * yhat * (1.0 - yhat) / n_blocks
-    gq = onehot.T @ (g[:, None] * hm)
+    gq = nx.matmul(onehot.T, g[:, None] * hm)
     dh = g[:, None] * q[a]
-    gp = cse.T @ dh - onehot.T @ (c[:, None] * dh)
+    gp = nx.matmul(cse.T, dh) - nx.matmul(onehot.T, c[:, None] * dh)
     return loss, gp + lam * p, gq + lam * q
 
 

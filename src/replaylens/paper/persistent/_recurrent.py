@@ -38,6 +38,7 @@ from ...agents import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput, Ti
 from ...errors import AgentError, ConfigError
 from ...inference import single_thread_blas
 from ...rng import check_rng
+from .. import numerics as nx
 
 __all__ = [
     "PARAMETER_SEEDS",
@@ -140,7 +141,7 @@ class PersistentParams:
         z += self.wu.T[a_n + stratum]
         z += np.where(np.isnan(u), 0.0, u)[:, None] * self.wu[None, :, a_n + len(self.strata)]
         z += self.bh[None, :]
-        return np.tanh(np.ascontiguousarray(z))
+        return nx.tanh(np.ascontiguousarray(z))
 
     def readout(self, h: np.ndarray) -> np.ndarray:
         """(n, A) predicted arm utilities û = sigmoid(W_o h + b_o) from (n, H) states."""
@@ -148,7 +149,7 @@ class PersistentParams:
         for j in range(self.hidden):
             z += h[:, j : j + 1] * self.wo[None, :, j]
         z += self.bo[None, :]
-        return 1.0 / (1.0 + np.exp(-np.ascontiguousarray(z)))
+        return 1.0 / (1.0 + nx.exp(-np.ascontiguousarray(z)))
 
     def choose_arms(self, h: np.ndarray) -> np.ndarray:
         """(n,) argmax of the readout, exact ties to the lexicographically largest arm label."""
@@ -201,8 +202,8 @@ def _loss_grad(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, l2: 
     n, t_n, _ = x.shape
     hs = [np.zeros((n, p["wh"].shape[0]))]
     for t in range(t_n):
-        hs.append(np.tanh(hs[-1] @ p["wh"].T + x[:, t] @ p["wu"].T + p["bh"]))
-    pred = 1.0 / (1.0 + np.exp(-(hs[-1] @ p["wo"].T + p["bo"])))
+        hs.append(nx.tanh(nx.matmul(hs[-1], p["wh"].T) + nx.matmul(x[:, t], p["wu"].T) + p["bh"]))
+    pred = 1.0 / (1.0 + nx.exp(-(nx.matmul(hs[-1], p["wo"].T) + p["bo"])))
     err = pred - target
     wsq = sum(float(np.sum(p[k] ** 2)) for k in _WEIGHTS)
     if objective == "paper":
@@ -214,15 +215,15 @@ def _loss_grad(p: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray, l2: 
         dlogit = 2.0 * err / err.size * pred * (1.0 - pred)
         pen = 2.0 * l2
     g = {k: np.zeros_like(v) for k, v in p.items()}
-    g["wo"] = dlogit.T @ hs[-1]
+    g["wo"] = nx.matmul(dlogit.T, hs[-1])
     g["bo"] = dlogit.sum(axis=0)
-    dh = dlogit @ p["wo"]
+    dh = nx.matmul(dlogit, p["wo"])
     for t in range(t_n, 0, -1):
         dz = dh * (1.0 - hs[t] ** 2)
-        g["wh"] += dz.T @ hs[t - 1]
-        g["wu"] += dz.T @ x[:, t - 1]
+        g["wh"] += nx.matmul(dz.T, hs[t - 1])
+        g["wu"] += nx.matmul(dz.T, x[:, t - 1])
         g["bh"] += dz.sum(axis=0)
-        dh = dz @ p["wh"]
+        dh = nx.matmul(dz, p["wh"])
     for k in _WEIGHTS:
         g[k] += pen * p[k]
     return loss, g
