@@ -4,10 +4,14 @@ the same run, and the peak memory of a 100,000-record ingestion.
 Both paths get the same vectors from the same embedder (a table of seeded random unit vectors, so embedding costs
 next to nothing and the adapter's own overhead shows): the native path calls the package directly the way the
 adapter does (same batch sizes, same index parameters, the same stored payload, and FAISS's own ``normalize_L2``
-where cosine similarity needs unit vectors), the adapter path goes through ``make_store``. Both return the same
-information per hit (id, score, metadata; the adapter as ``Hit`` tuples, the native path as plain tuples).
-Every timing is the best of ``--repeat`` fresh builds (``time.perf_counter``); a query pass asks ``--queries``
-queries at k = 10, in two workloads: one by one (``store.query`` vs one native search per query) and batched,
+where cosine similarity needs unit vectors; numpy's row norms for the exact baseline), the adapter path goes
+through ``make_store``. Both return the same information per hit (id, score, metadata; the adapter as ``Hit``
+tuples, the native path as plain tuples).
+Every timing is the best of ``--repeat`` fresh builds (``time.perf_counter``; the two builds alternate which goes
+first, and, as ``timeit`` does, garbage is collected before and the collector is off inside a timed section, so
+neither path pays for collecting the other's objects; an ingest includes building the empty index); a query
+pass asks ``--queries`` queries at k = 10, in two workloads: one by one (``store.query`` vs one native search per
+query) and batched,
 ``--batch`` queries a call (``store.query_many``, the retrieval agent's path, vs the native batched search the
 adapter makes: FAISS ``search`` on chunks below its BLAS threshold, hnswlib ``knn_query`` and Chroma ``query`` on
 the whole batch, Qdrant one ``query_points`` per query after one embedding call, LangGraph and mem0 one by one).
@@ -27,6 +31,7 @@ Run from the repository root (needs the ``stores`` extra)::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -79,12 +84,15 @@ Many = Callable[[list[str]], list[list[Row]]]
 # ---- the backends' own APIs, used the way the adapters use them -------------------------------------------------
 
 def _native_exact(emb: TableEmbedder, items: list[StoreItem]) -> tuple[Any, One, Many]:
-    m = np.concatenate([emb.embed([it.text for it in items[i:i + 1024]]) for i in range(0, len(items), 1024)])
-    m64 = m.astype(np.float64)
+    def unit(x: np.ndarray) -> np.ndarray:  # cosine similarity as a dot product of unit rows, in float64
+        x64 = x.astype(np.float64)
+        return x64 / np.linalg.norm(x64, axis=-1, keepdims=True)
+
+    m64 = np.concatenate([unit(emb.embed([it.text for it in items[i:i + 1024]])) for i in range(0, len(items), 1024)])
     ids, meta = [it.id for it in items], [it.metadata for it in items]
 
     def rows(q: np.ndarray) -> list[Row]:
-        s = m64 @ q.astype(np.float64)
+        s = m64 @ unit(q)
         order = np.argsort(-s, kind="stable")[:K].tolist()
         return [(ids[i], x, meta[i]) for i, x in zip(order, s[order].tolist(), strict=True)]
 
@@ -255,17 +263,23 @@ def bench_backend(name: str, n: int, q: int, repeat: int, batch: int = BATCH) ->
     warm.add(items[:50])
     warm.close()
     slices = [queries[i:i + batch] for i in range(0, q, batch)]
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        handle, nq, nmany = NATIVE[name](emb, items)
-        t1 = time.perf_counter()
-        store = make_store(name, emb)
-        t2 = time.perf_counter()
-        store.add(items)
-        t3 = time.perf_counter()
-        out["native_ingest"].append(t1 - t0)
-        out["adapter_ingest"].append(t3 - t2)
+    for rep in range(repeat):
+        for side in ("native", "adapter") if rep % 2 == 0 else ("adapter", "native"):  # alternate who goes first
+            gc.collect()  # as timeit does: no collection of the other build's garbage inside a timed section
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                if side == "native":
+                    handle, nq, nmany = NATIVE[name](emb, items)  # builds the index and ingests
+                else:
+                    store = make_store(name, emb)  # likewise: construction is part of the adapter's ingest
+                    store.add(items)
+                out[f"{side}_ingest"].append(time.perf_counter() - t0)
+            finally:
+                gc.enable()
         got: dict[str, list[list[str]]] = {"nq": [], "aq": [], "nb": [], "ab": []}
+        gc.collect()
+        gc.disable()
         for chunk in slices:  # the passes interleaved slice by slice, so machine load hits all alike
             t4 = time.perf_counter()
             one = [nq(x) for x in chunk]
@@ -284,6 +298,7 @@ def bench_backend(name: str, n: int, q: int, repeat: int, batch: int = BATCH) ->
             got["nb"] += [[r[0] for r in rows] for rows in many]
             got["aq"] += [[h.id for h in hs] for hs in hits]
             got["ab"] += [[h.id for h in hs] for hs in hits_many]
+        gc.enable()
         _close(handle)
         store.close()
         agree &= got["nq"] == got["aq"]  # two builds: equal unless the backend's build is nondeterministic
@@ -374,7 +389,7 @@ def main() -> None:
     ap.add_argument("--mem0-records", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=BATCH, help="queries a call in the batched workload")
-    ap.add_argument("--memory-records", type=int, default=100_000)
+    ap.add_argument("--memory-records", type=int, default=100_000, help="records of the ingestion part (0: skip it)")
     ap.add_argument("--audit-records", type=int, default=100_000, help="records of the store audit (0: skip it)")
     ap.add_argument("--audit-backends", default="exact,faiss")
     ap.add_argument("--backends", default=",".join(s for s in STORES))
@@ -404,8 +419,9 @@ def main() -> None:
               f"{r['query_ratio']:5.2f}x   {q / r['native_batch']:15.0f} {q / r['adapter_batch']:10.0f} "
               f"{r['batch_ratio']:5.2f}x  {'yes' if r['same_answers'] else 'NO'}"
               f"/{'yes' if r['batched_same_as_one_by_one'] else 'NO'}", flush=True)
-    print(f"\npeak memory of a {args.memory_records:,}-record ingestion (fresh process each; dim {DIM}):")
-    for name in ("exact", "hnswlib", "faiss"):
+    if args.memory_records:
+        print(f"\npeak memory of a {args.memory_records:,}-record ingestion (fresh process each; dim {DIM}):")
+    for name in ("exact", "hnswlib", "faiss") if args.memory_records else ():
         m = bench_memory(name, args.memory_records)
         results["memory"][name] = m
         print(f"  {name:8} +{(m['peak'] - m['before']) / 2**20:7.1f} MiB over the pre-ingest RSS "

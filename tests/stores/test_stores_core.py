@@ -210,3 +210,24 @@ def test_a_hit_is_an_immutable_named_tuple_with_frozen_metadata() -> None:
     with pytest.raises(ConfigError, match="metadata 'x'"):
         Hit("a", 0.9, 1, {"x": [1]})  # type: ignore[dict-item]
     assert repr(hit).startswith("Hit(id='a', score=0.9, rank=1")
+
+
+def _greedy_batches(items: list[StoreItem], size: int) -> list[list[StoreItem]]:
+    """The LangGraph adapter's batching rule, one item at a time: a new batch at ``size`` items or at a key or text
+    already in the batch."""
+    out: list[list[StoreItem]] = [[]]
+    for it in items:
+        if len(out[-1]) >= size or any(it.id == o.id or it.text == o.text for o in out[-1]):
+            out.append([])
+        out[-1].append(it)
+    return [b for b in out if b]
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=40), st.integers(1, 8))
+def test_langgraph_batches_are_the_greedy_rule(pairs: list[tuple[int, int]], size: int) -> None:
+    from replaylens.stores._langgraph import LangGraphStore
+
+    items = [StoreItem(f"id{i}", f"text {t}") for i, t in pairs]
+    store = object.__new__(LangGraphStore)  # the batching needs no backend (langgraph may be absent here)
+    store.batch_size = size
+    assert store._batches(items) == _greedy_batches(items, size)

@@ -44,17 +44,22 @@ class LangGraphStore:
         """Consecutive batches of at most ``batch_size`` with no key and no text twice: LangGraph's
         ``InMemoryStore.batch`` embeds each distinct text once and then fails ("Number of embeddings does not
         match number of indices") when two PutOps of one batch share a text (langgraph 1.2)."""
-        out: list[list[StoreItem]] = [[]]
-        keys: set[str] = set()
-        texts: set[str] = set()
-        for it in items:
-            if len(out[-1]) >= self.batch_size or it.id in keys or it.text in texts:
-                out.append([])
-                keys, texts = set(), set()
-            out[-1].append(it)
-            keys.add(it.id)
-            texts.add(it.text)
-        return [b for b in out if b]
+        out: list[list[StoreItem]] = []
+        pos, n = 0, len(items)
+        while pos < n:
+            chunk = list(items[pos:pos + self.batch_size])
+            if len({it.id for it in chunk}) < len(chunk) or len({it.text for it in chunk}) < len(chunk):
+                keys: set[str] = set()
+                texts: set[str] = set()
+                for m, it in enumerate(chunk):  # the longest prefix with no key and no text twice
+                    if it.id in keys or it.text in texts:
+                        chunk = chunk[:m]
+                        break
+                    keys.add(it.id)
+                    texts.add(it.text)
+            out.append(chunk)
+            pos += len(chunk)
+        return out
 
     def add(self, items: Sequence[StoreItem]) -> None:
         for batch in self._batches(items):
