@@ -68,10 +68,11 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def __len__(self) -> int:
         return int(self._g_stream.size)
 
-    def first_uncovered(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> tuple[int, str | None]:
-        """The first task (``pairs[i]`` = (stream, task), menu ``menus[i]``) without a row (``(i, None)``) or
-        with a menu action the row lacks (``(i, action)``, the first such action in menu order); ``(-1, None)``
-        when every task is covered."""
+    def _encoded(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """The asked tasks and menus on codes: each task's row (-1: none), each menu's length, the menu actions'
+        key codes concatenated (-1: a key no row has), every stored (row, key) as ``row * width + key``, and
+        ``width``."""
         n = len(pairs)
         index = self._index
         g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
@@ -81,9 +82,16 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
         lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
         width = len(self._keys) + 1
-        task_of = np.repeat(np.arange(n, dtype=np.int64), lens)
-        want = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        want_k = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
         have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        return g, lens, want_k, have, width
+
+    def first_uncovered(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> tuple[int, str | None]:
+        """The first task (``pairs[i]`` = (stream, task), menu ``menus[i]``) without a row (``(i, None)``) or
+        with a menu action the row lacks (``(i, action)``, the first such action in menu order); ``(-1, None)``
+        when every task is covered."""
+        g, lens, want, have, width = self._encoded(pairs, menus)
+        task_of = np.repeat(np.arange(len(pairs), dtype=np.int64), lens)
         ok = (want >= 0) & np.isin(g[task_of] * width + want, have)
         bad = np.r_[np.flatnonzero(g < 0), task_of[~ok & (g[task_of] >= 0)]]
         if bad.size == 0:
@@ -98,21 +106,12 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         """``[self[p][a] for p, m in zip(pairs, menus) for a in m]`` as one float array, looked up on codes (a
         key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` for a missing
         task or action, like the row lookup."""
-        n = len(pairs)
-        index = self._index
-        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
-        k_pos = {k: j for j, k in enumerate(self._keys)}
-        menu_id: dict[tuple[str, ...], int] = {}
-        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
-        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
-        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
-        width = len(self._keys) + 1
-        want_k = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
-        want = np.repeat(g, lens) * width + want_k
-        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+        g, lens, want_k, have, width = self._encoded(pairs, menus)
+        rows = np.repeat(g, lens)
+        want = rows * width + want_k
         order = np.argsort(have, kind="stable")   # file order kept among equal (task, key) rows
         at = np.searchsorted(have[order], want, side="right") - 1
-        ok = (want_k >= 0) & (np.repeat(g, lens) >= 0) & (at >= 0)
+        ok = (want_k >= 0) & (rows >= 0) & (at >= 0)
         ok[ok] = have[order][at[ok]] == want[ok]
         if not ok.all():
             bad = int(np.flatnonzero(~ok)[0])
