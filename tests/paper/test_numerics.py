@@ -174,3 +174,17 @@ def test_small_fits_are_byte_identical_across_blas_kernels_and_numpy_dispatch() 
     for name, got in runs.items():
         got.pop("pinned", None)
         assert got == first, (name, {k: (v, first.get(k)) for k, v in got.items() if v != first.get(k)})
+
+
+def test_the_default_path_is_pinned() -> None:
+    """Without the environment variable the fits take the pinned path (every committed learned section was
+    generated on it); ``0`` selects numpy/BLAS."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = "import replaylens.paper.numerics as n; print(n.is_pinned())"
+    for value, expected in ((None, "True"), ("0", "False"), ("1", "True")):
+        env = {k: v for k, v in os.environ.items() if k != nx.ENV_VAR}
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+        if value is not None:
+            env[nx.ENV_VAR] = value
+        got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert got.stdout.strip() == expected, (value, got.stderr[-500:])

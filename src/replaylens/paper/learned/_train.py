@@ -135,8 +135,9 @@ class TrainedModel:
 def numerical_path() -> str:
     """The BLAS library, kernel and thread count a fit runs under (inside :func:`single_thread_blas`).
 
-    A chaotic fit's bytes depend on the BLAS kernel (float64 included: OpenBLAS's Haswell and Sandybridge
-    kernels give different parameters after 150 updates); run with ``OPENBLAS_CORETYPE=Haswell`` to pin it
+    On the pinned path (:mod:`replaylens.paper.numerics`, the default) the fit uses no BLAS and its label says
+    so.  On the numpy/BLAS path a chaotic fit's bytes depend on the BLAS kernel (float64 included: OpenBLAS's
+    Haswell and Sandybridge kernels give different parameters after 150 updates) and on numpy's SIMD dispatch
     (docs/decisions.md, issue 28)."""
     if nx.is_pinned():
         return nx.path_label()
