@@ -35,6 +35,7 @@ __all__ = [
     "cell_reduce",
     "cell_sums",
     "first_positions",
+    "gather_labels",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
@@ -138,12 +139,26 @@ def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, 
     return cell_reduce(cells, np.asarray(values[cells.hi, cells.ti], dtype=np.float64), ufunc, fill)
 
 
+def gather_labels(table: np.ndarray, index: tuple[np.ndarray, ...], labels: np.ndarray) -> np.ndarray:
+    """``take_along_axis(table[index], max(labels, 0), axis=1)``: (Q, M) values of a (…, n) table at each
+    query's leading ``index`` (one (Q,) array per leading axis) and label codes ``labels`` (Q, M) (a padding
+    code < 0 reads label 0).  Gathered through flat positions in one pass, without the (Q, n) rows; the same
+    values (a table that is not C-contiguous, or an index outside its axis, takes the two-step read)."""
+    lab = np.where(labels >= 0, labels, 0)
+    dims = table.shape[:len(index)]
+    if not table.flags.c_contiguous or any(ix.size and (ix.min() < 0 or ix.max() >= d)
+                                           for ix, d in zip(index, dims, strict=True)):
+        return np.take_along_axis(table[index], lab, axis=1)
+    flat = np.zeros(lab.shape[0], dtype=np.int64)
+    for ix, d in zip(index, dims, strict=True):
+        flat = flat * d + ix
+    return table.reshape(-1)[(flat * table.shape[-1])[:, None] + lab]
+
+
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:
     """Read (H, K, B, n) per-label state at each query's (row, cut, block) for its menu
     (at :attr:`QueryBatch.read_labels`): (Q, M)."""
-    s = state[queries.row, queries.cut, queries.block]  # (Q, n)
-    lab = queries.read_labels
-    return np.take_along_axis(s, np.where(lab >= 0, lab, 0), axis=1)
+    return gather_labels(state, (queries.row, queries.cut, queries.block), queries.read_labels)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._known import cell_reduce, cell_sums, first_positions, query_values, record_cells
+from ._known import cell_reduce, cell_sums, first_positions, gather_labels, query_values, record_cells
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -98,9 +98,7 @@ class ReferenceRule:
         vis = ~np.isnan(micro)
         qc = query_values(cell_sums(cells), queries)
         # first appearance before the cut: the first position overall, when it lies before the cut
-        first = first_positions(cells)[queries.row, queries.block]
-        lab = queries.read_labels
-        first = np.take_along_axis(first, np.where(lab >= 0, lab, 0), axis=1)
+        first = gather_labels(first_positions(cells), (queries.row, queries.block), queries.read_labels)
         qf = np.where(first < records.cuts[queries.row, queries.cut][:, None], first, np.inf)
         if self.rule in ("count", "latest"):
             qn = qt = qb = np.zeros_like(qc)

@@ -79,10 +79,14 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         k_pos = {k: j for j, k in enumerate(self._keys)}
         menu_id: dict[tuple[str, ...], int] = {}
         m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
-        codes = [np.array([k_pos.get(a, -1) for a in x], dtype=np.int64) for x in menu_id]
-        lens = np.array([c.size for c in codes], dtype=np.int64)[m] if n else np.zeros(0, dtype=np.int64)
+        m_len = np.array([len(x) for x in menu_id], dtype=np.int64)
+        table = np.full((len(menu_id), int(m_len.max(initial=0))), -1, dtype=np.int64)   # one row per menu
+        for j, x in enumerate(menu_id):
+            table[j, : len(x)] = [k_pos.get(a, -1) for a in x]
+        lens = m_len[m]
         width = len(self._keys) + 1
-        want_k = np.concatenate([codes[j] for j in m.tolist()]) if n else np.zeros(0, dtype=np.int64)
+        # each task's menu codes, concatenated in task order (row-major over the padded rows)
+        want_k = table[m][np.arange(table.shape[1]) < lens[:, None]]
         have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
         return g, lens, want_k, have, width
 

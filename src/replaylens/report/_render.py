@@ -17,6 +17,7 @@ from ._audit import AuditResult
 from ._html import render_report
 from ._json import dumps_indented
 from ._manifest import RunManifest
+from ._staged import StagedDecisions
 from ._verdict import DEFINITIONS_MD, verdict_markdown
 
 __all__ = ["AuditFiles", "load_results", "read_decisions", "render_markdown", "write_results"]
@@ -132,7 +133,8 @@ class AuditFiles:
 def write_results(result: AuditResult, manifest: RunManifest, out: str | os.PathLike[str], *,
                   history: History | None = None, futures: FutureTasks | None = None,
                   agents: list[dict[str, Any]] | None = None,
-                  agent_comparisons: list[dict[str, Any]] | None = None, overwrite: bool = False) -> Path:
+                  agent_comparisons: list[dict[str, Any]] | None = None, overwrite: bool = False,
+                  staged: StagedDecisions | None = None) -> Path:
     """Write every artifact into a fresh sibling directory, then publish the set with one rename (a reader
     never sees a partial or mixed set; see :mod:`replaylens.report._publish`).
 
@@ -140,7 +142,8 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     a different run (another command or other arguments in ``manifest.json``) unless ``overwrite``.
     ``history``/``futures`` (the audit's inputs) let report.html show concrete changed decisions with
     the records before and after the intervention; ``agents``/``agent_comparisons`` add the
-    multi-agent section (see :func:`~replaylens.report.render_report`).
+    multi-agent section (see :func:`~replaylens.report.render_report`).  ``staged``: decisions.parquet already
+    being written since the replay ended (moved into the set when it is done; else it is written here).
     """
     from ._publish import check_different_run, locked_out, publish
 
@@ -152,7 +155,8 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
         # decisions.parquet (pyarrow's encoder, mostly outside the GIL) is written on a thread beside the reports;
         # leaving the block waits for it whatever happens (nothing is left writing into ``tmp``)
         with ThreadPoolExecutor(1, thread_name_prefix="replaylens-decisions") as pool:
-            written = pool.submit(result.decisions.to_parquet, tmp / "decisions.parquet")
+            written = (pool.submit(result.decisions.to_parquet, tmp / "decisions.parquet") if staged is None
+                       else None)
             (tmp / "summary.json").write_text(dumps_indented(summary) + "\n")
             (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
             forest_plot(summary, tmp / "forest.png")
@@ -160,7 +164,11 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
             (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
                                                            futures=futures, agents=agents,
                                                            agent_comparisons=agent_comparisons), encoding="utf-8")
-        written.result()  # the writer's error, if it had one
+        if written is not None:
+            written.result()  # the writer's error, if it had one
+        else:
+            assert staged is not None
+            staged.move_to(tmp / "decisions.parquet")
 
     with locked_out(root):
         check_different_run(root, man, overwrite)

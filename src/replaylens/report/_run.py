@@ -23,6 +23,7 @@ from ._audit import AuditResult, extra_readouts, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._publish import busy, check_different_run
 from ._render import write_results
+from ._staged import StagedDecisions
 from ._stochastic import resolve_repeats, stochastic_warnings
 
 __all__ = ["API_COMMAND", "api_arguments", "audit", "run_audit", "write_audit"]
@@ -91,12 +92,19 @@ def run_audit(
         if out is not None:
             restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
                                           overwrite) or restart
+        staged: list[StagedDecisions] = []
+
+        def stage(dec: Any) -> None:  # decisions.parquet is written beside the statistics, not after them
+            if out is not None:
+                staged.append(StagedDecisions(dec, Path(out)))
+                stack.callback(staged[-1].discard)  # a failed run leaves no staging file (a no-op once moved)
+
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
-                      expect=expect, warns=warns)
+                      expect=expect, warns=warns, on_decisions=stage)
         if out is not None:
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
-                        command=command, arguments=arguments)
+                        command=command, arguments=arguments, staged=staged[0] if staged else None)
         return result
 
 
@@ -125,18 +133,19 @@ def api_arguments(history: History, futures: FutureTasks, evaluator: Evaluator, 
 
 def write_audit(result: AuditResult, out: str | Path, *, history: History, futures: FutureTasks,
                 evaluator: Evaluator, inputs: Sequence[tuple[str, str | None]] = (), command: str = API_COMMAND,
-                arguments: dict[str, Any]) -> Path:
+                arguments: dict[str, Any], staged: StagedDecisions | None = None) -> Path:
     """Write ``result``'s whole result set into ``out`` (replacing the current one in one rename) with its
-    manifest; inputs without a file are named by content fingerprint."""
+    manifest; inputs without a file are named by content fingerprint.  ``staged``: its decisions.parquet,
+    already being written (:class:`~replaylens.report._staged.StagedDecisions`)."""
     manifest = _manifest(result, history, futures, evaluator, result.agent, inputs, command, arguments)
-    return write_results(result, manifest, out, history=history, futures=futures, overwrite=True)
+    return write_results(result, manifest, out, history=history, futures=futures, overwrite=True, staged=staged)
 
 
 def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, settings: AuditSettings,
          plan: Any, *, journal: str | Path | None, arguments: dict[str, Any], restart: bool,
          progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
          before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
-         warns: Sequence[str] = ()) -> AuditResult:
+         warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     kw: dict[str, Any] = dict(path=settings.path, progress=progress, restart=restart,
@@ -148,6 +157,8 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
         dec = prepared.run(agent, **kw)
     else:
         dec = replay(history, futures, evaluator, agent, plan=plan, **kw)
+    if on_decisions is not None:
+        on_decisions(dec)
     rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level)
     info = {"state_response": state_responses(history, futures, evaluator, agent, plan),
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),

@@ -41,17 +41,20 @@ def distinct_answers(agent: Agent, history: Any, n_asks: int = 8) -> int:
     """How many different answers the same decision gets when asked ``n_asks`` times with different
     per-decision generators (1 for a deterministic agent): the first stream's first 24 records are written,
     then the policy is asked about a probe task over that stream's keys."""
+    import itertools
+
     import numpy as np
 
     from ..agents import FutureInput, TaskInput
 
     state = agent.writer.init_state()
-    recs = list(history.records(history.streams[0]))[:24]
+    first = history.streams[0]
+    recs = list(itertools.islice(history.records(first), 24))   # a Record object for these 24 only
     for r in recs:
         task = TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
         state = agent.writer.update(state, task, agent.namespace.kappa(r.key), r.outcome)
     fut = FutureInput(recs[0].stream, recs[0].family, recs[0].context, "probe", 0, recs[-1].slot)
-    menu = tuple(agent.namespace.show(k) for k in dict.fromkeys(r.key for r in history.records(history.streams[0])))
+    menu = tuple(agent.namespace.show(k) for k in dict.fromkeys(history.key[history.stream_slice(first)].tolist()))
     return len({str(agent.policy.act(state, fut, menu, np.random.default_rng(i))) for i in range(n_asks)})
 
 

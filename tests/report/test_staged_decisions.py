@@ -1,0 +1,53 @@
+"""decisions.parquet is written from the end of the replay, beside the statistics (issue 27): the published
+file is the one written after the statistics before, and a run that fails after its replay leaves neither a
+staging file nor a result set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from replaylens.agents import load_agent
+from replaylens.bandit import make_bandit
+from replaylens.report import _run, audit
+
+
+def _audit(out: Path) -> None:
+    sub = make_bandit(n_streams=4, slots_per_block=8, n_future=4, rng=5)
+    audit(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value,pair", maps="1032",
+          n_resamples=50, seed=3, out=out)
+
+
+def test_the_published_decisions_equal_the_table_and_no_staging_file_is_left(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _audit(out)
+    assert not list(out.glob(".writing-*"))
+    sub = make_bandit(n_streams=4, slots_per_block=8, n_future=4, rng=5)
+    res = audit(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value,pair", maps="1032",
+                n_resamples=50, seed=3)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "decisions.parquet"), res.decisions.frame())
+
+
+def test_a_run_failing_after_its_replay_leaves_no_staging_file(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    staged: list[Path] = []
+    real = _run.StagedDecisions
+
+    class Watched(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: object, **k: object) -> None:
+            super().__init__(*a, **k)
+            staged.append(self.path)
+
+    def broken(*a: object, **k: object) -> None:
+        raise RuntimeError("statistics failed")
+
+    monkeypatch.setattr(_run, "StagedDecisions", Watched)
+    monkeypatch.setattr(_run, "summarize", broken)
+    with pytest.raises(RuntimeError, match="statistics failed"):
+        _audit(out)
+    assert len(staged) == 1 and staged[0].parent == out   # the writer had started
+    assert not staged[0].exists() and not list(out.glob(".writing-*"))
+    assert not (out / "decisions.parquet").exists() and not (out / "summary.json").exists()
