@@ -104,9 +104,26 @@ def run_cli(shape: str, records: int, fmt: str, resamples: int, against: str | N
         if against:
             base = Path(tmp, "base")
             row["base_wall"], row["base_rss"] = _audit_process(tmp, fmt, resamples, base, against)
-            row["same"] = (pq.read_table(out / "decisions.parquet").equals(pq.read_table(base / "decisions.parquet"))
-                           and _summary_sans_timings(out) == _summary_sans_timings(base))
+            row["same"] = _same_outputs(out, base)
     return row
+
+
+def _same_outputs(out: Path, base: Path) -> bool:
+    """Whether the two runs' decisions.parquet and summary.json (timings aside) agree, compared in a child
+    process: a 10^6-record decision table read back holds gigabytes, and a parent that grew that large would
+    hand its peak RSS to every later child (Linux keeps ``ru_maxrss`` across fork and exec)."""
+    got = subprocess.run([sys.executable, __file__, "--same", str(out), str(base)], capture_output=True, text=True,
+                         check=True)
+    return bool(json.loads(got.stdout.strip().splitlines()[-1]))
+
+
+def same_outputs(out: Path, base: Path) -> None:
+    """Print whether two audit directories hold the same decisions and summary (the ``--same`` child)."""
+    import pyarrow.parquet as pq
+
+    same = (pq.read_table(out / "decisions.parquet").equals(pq.read_table(base / "decisions.parquet"))
+            and _summary_sans_timings(out) == _summary_sans_timings(base))
+    print(json.dumps(same))
 
 
 def _summary_sans_timings(out: Path) -> Any:
@@ -134,9 +151,13 @@ def main() -> int:
                     "(e.g. another checkout's src/) on the same files, as the in-run baseline")
     ap.add_argument("--child", nargs=2, metavar=("SHAPE", "RECORDS"), help=argparse.SUPPRESS)
     ap.add_argument("--write", nargs=4, metavar=("SHAPE", "RECORDS", "FMT", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--same", nargs=2, metavar=("OUT", "BASE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.resamples)
+        return 0
+    if args.same:
+        same_outputs(Path(args.same[0]), Path(args.same[1]))
         return 0
     if args.write:
         write_inputs(args.write[0], int(args.write[1]), args.write[2], args.write[3])
