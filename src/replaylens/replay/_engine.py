@@ -20,6 +20,7 @@ from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayL
 from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
+from ..settings import DEFAULT_SHARD_MEMORY
 from ._layout import query_layout, stream_decisions, task_layout
 from ._lazyrng import SeedBlock
 from ._plan import ReplayPlan
@@ -96,8 +97,6 @@ def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTas
     return out
 
 
-DEFAULT_SHARD_MEMORY = 256 * 2**20
-"""Default working-memory budget of one array-path shard, in bytes."""
 
 BYTES_PER_CELL_RECORD = 96
 """Measured peak bytes per (record, cell, map, draw) of the array path (≈ 12 float64/int64 arrays:
