@@ -33,6 +33,7 @@ __all__ = [
     "Cell",
     "TransformedBatch",
     "cell_record",
+    "changed_slots",
     "get_cell",
     "outcome_codes",
     "register_cell",
@@ -245,3 +246,20 @@ def cell_record(cell: Cell, codes: np.ndarray, outcomes: np.ndarray, t: int, rho
     key = int(rho[k]) if cell.history_map else k
     u = float("nan") if cell.mask else float(outcomes[at(cell.outcome_from)])
     return key, u, at(cell.task_from)
+
+
+def changed_slots(cell: Cell, codes: np.ndarray, outcomes: np.ndarray, rho: np.ndarray,
+                  perms: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The slots t < len(codes) whose (key, utility, task position) under ``cell`` differ from the original
+    record's, in slot order: :func:`cell_record` evaluated for every slot at once."""
+    t = np.arange(codes.size)
+
+    def at(role: str) -> np.ndarray:
+        return t if role == ID else np.asarray(perms[role][: t.size], dtype=np.int64)
+
+    k = codes[at(cell.key_from)].astype(np.int64)
+    key = rho[k] if cell.history_map else k
+    u = np.full(t.size, np.nan) if cell.mask else outcomes[at(cell.outcome_from)].astype(np.float64)
+    u0 = outcomes.astype(np.float64)
+    same_u = (np.isnan(u) & np.isnan(u0)) | (u == u0)
+    return np.flatnonzero(~((key == codes) & same_u & (at(cell.task_from) == t)))

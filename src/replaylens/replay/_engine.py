@@ -97,7 +97,6 @@ def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTas
     return out
 
 
-
 BYTES_PER_CELL_RECORD = 96
 """Measured peak bytes per (record, cell, map, draw) of the array path (≈ 12 float64/int64 arrays:
 transformed keys/outcomes/tasks, the writer's per-record state, ``to_micro`` and its temporaries)."""

@@ -16,13 +16,13 @@ exactly what the per-record reference replay feeds the writer.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ..interventions import cell_record
+from ..interventions import cell_record, changed_slots
 from ..maps import stream_perm
 from ..records import FutureTasks, History, block_name
 from ..replay import Decisions, prepare_streams
@@ -137,23 +137,6 @@ def _hits(changed: np.ndarray, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
             yield from np.stack(np.unravel_index(nz, changed.shape), axis=1)
 
 
-def _changed_slots(cell: Any, codes: np.ndarray, outcomes: np.ndarray, rho: np.ndarray,
-                   perms: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The slots t < len(codes) whose (key, utility, task position) under ``cell`` (``cell_record``, for every slot
-    at once) differ from the original record's, in slot order."""
-    t = np.arange(codes.size)
-
-    def at(role: str) -> np.ndarray:
-        return t if role == "id" else np.asarray(perms[role][: t.size], dtype=np.int64)
-
-    k = codes[at(cell.key_from)].astype(np.int64)
-    key = rho[k] if cell.history_map else k
-    u = np.full(t.size, np.nan) if cell.mask else outcomes[at(cell.outcome_from)].astype(np.float64)
-    u0 = outcomes.astype(np.float64)
-    same_u = (np.isnan(u) & np.isnan(u0)) | (u == u0)
-    return np.flatnonzero(~((key == codes) & same_u & (at(cell.task_from) == t)))
-
-
 def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: int) -> dict[str, Any]:
     cell, rho = plan.cells[c], plan.maps[m]
     perms = {role: stream_perm(plan.draws[dr], role, sd.name, sd.block_local) for role in ROLES}
@@ -161,7 +144,7 @@ def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: i
     h = sd.history
     fam, ctx, tasks = h.family[sd.rows], h.context[sd.rows], h.task[sd.rows]
     records: list[dict[str, Any]] = []
-    changed = _changed_slots(cell, sd.codes[:n], sd.outcomes[:n], rho.array, perms)
+    changed = changed_slots(cell, sd.codes[:n], sd.outcomes[:n], rho.array, perms)
     n_changed = int(changed.size)
     for t in changed[:max_records].tolist():   # only the shown records are built one by one
         key, u, x = cell_record(cell, sd.codes, sd.outcomes, t, rho.array, perms)

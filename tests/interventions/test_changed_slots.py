@@ -1,15 +1,15 @@
-"""The report's changed-record examples find the changed slots for every slot at once (issue 27): the same
-slots, in the same order, as the per-slot cell functional ``cell_record`` the examples were built from."""
+"""`changed_slots` (the report's changed-record examples, issue 27) finds the changed slots for every slot at once: the
+same slots, in the same order, as the per-slot cell functional ``cell_record``."""
 
 from __future__ import annotations
 
 import math
 
 from replaylens.bandit import make_bandit
-from replaylens.interventions import cell_record
+from replaylens.interventions import cell_record, changed_slots
 from replaylens.maps import stream_perm
 from replaylens.replay import plan_replay, prepare_streams
-from replaylens.report._explain import ROLES, _changed_slots
+from replaylens.report._explain import ROLES
 
 
 def _loop(cell, sd, n, rho, perms):  # type: ignore[no-untyped-def]
@@ -35,7 +35,7 @@ def test_changed_slots_equal_the_per_slot_functional() -> None:
             for cell in plan.cells:
                 for rho in plan.maps:
                     for n in sorted({int(p) for p in sd.prefix}):
-                        got = _changed_slots(cell, sd.codes[:n], sd.outcomes[:n], rho.array, perms)
+                        got = changed_slots(cell, sd.codes[:n], sd.outcomes[:n], rho.array, perms)
                         assert got.tolist() == _loop(cell, sd, n, rho.array, perms)
                         checked += int(got.size)
     assert checked > 0  # some cell changed some record
