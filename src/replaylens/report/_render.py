@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,11 +151,11 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     man = manifest.model_dump(mode="json")
 
     def build(tmp: Path) -> None:
-        # decisions.parquet (pyarrow's encoder, mostly outside the GIL) is written on a thread beside the reports;
-        # leaving the block waits for it whatever happens (nothing is left writing into ``tmp``)
-        with ThreadPoolExecutor(1, thread_name_prefix="replaylens-decisions") as pool:
-            written = (pool.submit(result.decisions.to_parquet, tmp / "decisions.parquet") if staged is None
-                       else None)
+        # decisions.parquet (pyarrow's encoder, mostly outside the GIL) is written on a thread beside the reports:
+        # the audit's writer, started when its replay ended, or one started here; on a failure the writer is
+        # waited for (nothing is left writing) and its file removed
+        writer = staged if staged is not None else StagedDecisions(result.decisions, tmp)
+        try:
             (tmp / "summary.json").write_text(dumps_indented(summary) + "\n")
             (tmp / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
             forest_plot(summary, tmp / "forest.png")
@@ -164,11 +163,10 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
             (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
                                                            futures=futures, agents=agents,
                                                            agent_comparisons=agent_comparisons), encoding="utf-8")
-        if written is not None:
-            written.result()  # the writer's error, if it had one
-        else:
-            assert staged is not None
-            staged.move_to(tmp / "decisions.parquet")
+            writer.move_to(tmp / "decisions.parquet")  # the writer's error, if it had one
+        except BaseException:
+            writer.discard()
+            raise
 
     with locked_out(root):
         check_different_run(root, man, overwrite)

@@ -42,7 +42,8 @@ class StagedDecisions:
         os.replace(self.path, dest)
 
     def discard(self) -> None:
-        """Wait for the writer (nothing is left writing) and remove the staging file, whatever happened."""
+        """Wait for the writer (nothing is left writing) and remove the staging file, whatever happened (a no-op
+        once the file is moved; safe to call twice)."""
         try:
             with contextlib.suppress(Exception):  # the run already failed for its own reason
                 self._wait()
