@@ -89,7 +89,7 @@ def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, ou
         index = gen.integers(0, n, size=(c, n), dtype=np.int64)
         for i in range(c):
             counts[i] = np.bincount(index[i], minlength=n)
-        np.matmul(counts[:c], centered, out=out[r0 : r0 + c])
+        np.dot(counts[:c], centered, out=out[r0 : r0 + c])
     out /= n
 
 
@@ -102,7 +102,7 @@ def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: in
         c = min(rows, draws - r0)
         raw = bg.random_raw(c * width).astype("<u8", copy=False)
         signs = _SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
-        np.matmul(signs, padded, out=out[r0 : r0 + c])
+        np.dot(signs, padded, out=out[r0 : r0 + c])
     out /= n
 
 
@@ -122,7 +122,10 @@ def single_thread_blas() -> Iterator[None]:
 
 def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) -> None:
     """``block(b)`` for every block of the ``n_resamples`` draws, on up to ``threads`` threads (numpy's
-    generators and BLAS release the GIL; each block writes its own rows, so the order does not matter).
+    generators and ``np.dot``'s BLAS call release the GIL; each block writes its own rows, so the order
+    does not matter).  The products use ``np.dot``, not ``np.matmul``: on numpy 2.4 matmul held the GIL
+    around the same BLAS call (measured: two threads of matmul ran one at a time, of dot side by side), which
+    had left the blocks nearly serial; the two give the same bytes here.
 
     BLAS is held to one thread meanwhile where ``threadpoolctl`` is installed (the blocks are the
     parallel work; BLAS threads on top of them only contend); the bytes are the same either way.

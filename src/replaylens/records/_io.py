@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._coded_table import CodedTable
@@ -254,11 +255,10 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
 
 
 def _release_arrow() -> None:
-    """Give the memory of a file's arrow table (freed once its columns are encoded) back to the system: the
-    allocator keeps freed pages for reuse, which would count in the audit's peak."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+    """Give the memory of a file's arrow table (freed once its columns are encoded) and of the decoding's
+    temporaries back to the system: the allocators keep freed pages for reuse, which would count in the
+    audit's peak."""
+    release_freed_memory()
 
 
 def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._durable import LockedError, clean_stale, locked_dir
+from .._memory import release_freed_memory
 from .._version import __version__
 from ..agents import Agent, as_agent
 from ..errors import ConfigError
@@ -157,6 +158,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
         dec = prepared.run(agent, **kw)
     else:
         dec = replay(history, futures, evaluator, agent, plan=plan, **kw)
+    release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
     if on_decisions is not None:
         on_decisions(dec)
     rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level)
