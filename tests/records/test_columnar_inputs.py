@@ -170,6 +170,21 @@ def test_coded_table_values_and_chunked_document(rows: list[tuple[str, str, str,
     assert b"".join(got.json_document(chunk)) == payload.encode()
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(WORDS, WORDS), min_size=1, max_size=20, unique=True),
+       st.lists(st.sampled_from(["k%s", "%", "b", "é", 'q"'], ), min_size=1, max_size=4, unique=True),
+       st.integers(1, 5), st.sampled_from([0.25, -0.0, 1e-300, float("nan")]))
+def test_coded_table_document_with_the_same_keys_in_every_task(tasks: list[tuple[str, str]], keys: list[str],
+                                                               chunk: int, odd: float) -> None:
+    """Tasks that all have the same keys (one template per chunk, '%' in a key included) give json.dumps's bytes."""
+    rows = [(s, t, k, (i * 0.37) % 1.0 if i % 3 else odd) for i, ((s, t), k) in
+            enumerate((p, k) for p in tasks for k in keys)]
+    ref = _dict_table(rows)
+    payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(ref.items())}, sort_keys=True,
+                         separators=(",", ":"))
+    assert b"".join(_coded(rows).json_document(chunk)) == payload.encode()
+
+
 def test_memoized_checks_and_fingerprints_follow_the_objects() -> None:
     """A passed check or a fingerprint is kept for those very (immutable) objects only."""
     sub = make_bandit(n_streams=3, slots_per_block=4, n_future=2)

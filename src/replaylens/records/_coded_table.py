@@ -145,9 +145,18 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             u = self._u[order]
             nums = (list(map(float.__repr__, u.tolist())) if np.isfinite(u).all()
                     else [json.dumps(x) for x in u.tolist()])          # NaN / Infinity as json writes them
-            cells = [f"{keys_json[k]}:{x}" for k, x in zip(self._k[order].tolist(), nums, strict=True)]
-            bounds = np.r_[0, ends].tolist()
-            text = ",".join(f"{quote(names[g])}:{{{','.join(cells[bounds[j]:bounds[j + 1]])}}}"
-                            for j, g in enumerate(gs.tolist()))
+            kc = self._k[order]
+            width = int(lens[0])
+            if (lens == width).all() and (kc.reshape(-1, width) == kc[:width]).all():
+                # every task of the chunk has the same keys: one template, filled a task at a time
+                template = "%s:{" + ",".join(keys_json[k].replace("%", "%%") + ":%s" for k in kc[:width].tolist()) + "}"
+                fields = [nums[i::width] for i in range(width)]
+                text = ",".join(map(template.__mod__, zip(map(quote, map(names.__getitem__, gs.tolist())),
+                                                          *fields, strict=True)))
+            else:
+                cells = [f"{keys_json[k]}:{x}" for k, x in zip(kc.tolist(), nums, strict=True)]
+                bounds = np.r_[0, ends].tolist()
+                text = ",".join(f"{quote(names[g])}:{{{','.join(cells[bounds[j]:bounds[j + 1]])}}}"
+                                for j, g in enumerate(gs.tolist()))
             yield (b"," if c0 else b"") + text.encode()
         yield b"}"
