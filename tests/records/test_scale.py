@@ -251,13 +251,13 @@ def test_utility_table_is_read_by_columns(bandit, tmp_path, monkeypatch, suffix)
     p = write_evaluator(bandit.evaluator, tmp_path / f"u.{suffix}")
     want = _row_evaluator(p)
     table = io_mod.read_parquet_table(p) if suffix == "parquet" else io_mod._arrow_jsonl(p, "utility")
-    fast = io_mod._evaluator_from_arrow(table, str(p))
-    assert fast is not None  # the columnar path handled it (no fallback)
+    assert io_mod._evaluator_columns(table) is not None  # the columnar path handles it (no fallback)
+    monkeypatch.setattr(io_mod, "read_raw", lambda *_a: (_ for _ in ()).throw(AssertionError("row path")))
+    fast = read_evaluator(p)
     assert list(fast.table) == list(want.table)  # same (stream, task) order
     assert all(list(fast.table[k].items()) == list(want.table[k].items()) for k in want.table)
     assert fast.source == want.source == str(p)
-    monkeypatch.setattr(io_mod, "read_raw", lambda *_a: (_ for _ in ()).throw(AssertionError("row path")))
-    assert read_evaluator(p).table == want.table
+    assert fast.table == want.table
 
 
 @pytest.mark.parametrize("column,edit,needle", [
@@ -280,7 +280,7 @@ def test_bad_parquet_utility_table_keeps_the_row_error(bandit, tmp_path, column,
     else:
         t = t.set_column(t.column_names.index(column), column, pa.array(edit(t.column(column).to_pylist())))
     pq.write_table(t, p)
-    assert io_mod._evaluator_from_arrow(pq.read_table(p), str(p)) is None
+    assert io_mod._evaluator_columns(pq.read_table(p)) is None
     with pytest.raises(InputError) as got:
         read_evaluator(p)
     with pytest.raises(InputError) as want:

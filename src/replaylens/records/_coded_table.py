@@ -14,6 +14,8 @@ from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str
 
 import numpy as np
 
+from ._codes import has_duplicates
+
 __all__ = ["CodedTable"]
 
 
@@ -23,17 +25,25 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def __init__(self, streams: list[str], tasks: list[str], keys: list[str], s: np.ndarray, t: np.ndarray,
                  k: np.ndarray, u: np.ndarray) -> None:
         pair = s.astype(np.int64) * max(len(tasks), 1) + t
-        uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
-        by_first = np.argsort(first, kind="stable")            # groups in first-appearance order
-        rank = np.empty(uniq.size, dtype=np.int64)
-        rank[by_first] = np.arange(uniq.size)
-        group = rank[inverse.reshape(-1)]
-        order = np.argsort(group, kind="stable")                # rows grouped, file order within a group
+        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else np.zeros(0, dtype=np.int64)
+        g_pair = pair[starts]
         self._keys = keys
-        self._k = k[order].astype(np.int32)
-        self._u = np.ascontiguousarray(u[order], dtype=np.float64)
-        self._start = np.r_[0, np.cumsum(np.bincount(group, minlength=uniq.size))].astype(np.int64)
-        g_pair = uniq[by_first]
+        if not has_duplicates(g_pair):   # each task's rows are one run (a file written task by task): no regrouping
+            self._k = k.astype(np.int32)
+            self._u = np.ascontiguousarray(u, dtype=np.float64)
+            self._start = np.r_[starts, pair.size].astype(np.int64)
+        else:
+            uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+            by_first = np.argsort(first, kind="stable")            # groups in first-appearance order
+            rank = np.empty(uniq.size, dtype=np.int64)
+            rank[by_first] = np.arange(uniq.size)
+            group = rank[inverse.reshape(-1)]
+            order = np.argsort(group, kind="stable")                # rows grouped, file order within a group
+            self._k = k[order].astype(np.int32)
+            self._u = np.ascontiguousarray(u[order], dtype=np.float64)
+            self._start = np.r_[0, np.cumsum(np.bincount(group, minlength=uniq.size))].astype(np.int64)
+            g_pair = uniq[by_first]
+        del pair
         self._g_stream = (g_pair // max(len(tasks), 1)).astype(np.int32)
         self._g_task = (g_pair % max(len(tasks), 1)).astype(np.int32)
         self._streams, self._tasks = streams, tasks

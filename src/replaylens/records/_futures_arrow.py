@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._arrow_rows import is_text, text_codes
+from ._codes import has_duplicates
 from ._history import FutureTask, FutureTasks
 
 __all__ = ["futures_from_arrow"]
@@ -34,11 +35,6 @@ def _codes(table: Any, name: str) -> tuple[list[str], np.ndarray] | None:
         return None
     vocab, codes = text_codes(col)
     return (vocab, codes) if _clean(vocab) else None
-
-
-def _has_duplicates(key: np.ndarray) -> bool:
-    k = np.sort(key)
-    return bool((k[1:] == k[:-1]).any())
 
 
 def _first_rank(key: np.ndarray) -> np.ndarray:
@@ -69,7 +65,7 @@ def _menus(table: Any, n: int) -> list[tuple[str, ...]] | None:
     if not _clean(vocab) or (lengths == 0).any():
         return None
     row = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    if _has_duplicates(row * max(len(vocab), 1) + codes):
+    if has_duplicates(row * max(len(vocab), 1) + codes):
         return None  # a label repeated within a menu
     words = [vocab[c] for c in codes.tolist()]
     shared: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -103,7 +99,7 @@ def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
     if menus is None or stream is None or family is None or context is None or task is None:
         return None
     (s_vocab, s), (f_vocab, f), (c_vocab, c), (t_vocab, t) = stream, family, context, task
-    if _has_duplicates(s * len(t_vocab) + t):
+    if has_duplicates(s * len(t_vocab) + t):
         return None  # a duplicate (stream, task): the row reader names it
     stratum = (s * len(f_vocab) + f) * len(c_vocab) + c
     # index: order of appearance within (stream, family, context)

@@ -132,10 +132,13 @@ class History:
         source: str = "<memory>",
         lines: Sequence[int] | None = None,
         line_word: str = "line",
+        copy: bool = True,
     ) -> History:
         """Validate and build a history from equal-length columns.
 
-        Errors name ``source``, the row's line (``lines[i]`` or i+1) and the field.
+        Errors name ``source``, the row's line (``lines[i]`` or i+1) and the field.  ``copy=False``: the
+        columns are fresh arrays nobody else changes, kept as they are when already in canonical order
+        (a reader's own columns: no second copy of the text at the read's peak).
         """
         n = len(stream)
         cols = {"family": family, "context": context, "slot": slot, "task": task, "key": key, "outcome": outcome}
@@ -151,7 +154,7 @@ class History:
         tk = _str_array(task)
         ky = _str_array(key)
         for name, arr in (("stream", st), ("family", fam), ("context", ctx), ("task", tk), ("key", ky)):
-            bad = np.flatnonzero(np.char.str_len(np.char.strip(arr)) == 0)
+            bad = np.flatnonzero((arr == "") | np.char.isspace(arr))   # empty or blank (no stripped copy)
             if bad.size:
                 raise lin.err(int(bad[0]), name, "must not be empty")
         sl_raw = np.asarray(slot)
@@ -206,11 +209,13 @@ class History:
             if k in seen:
                 raise lin.err(j, "event_id", f"duplicate event_id {k[1]!r} in stream {k[0]!r}")
             seen[k] = j
-        if bool((perm == np.arange(n)).all()):   # already in canonical order: copies, not gathers
+        if bool((perm == np.arange(n)).all()):   # already in canonical order: copies (or the arrays), not gathers
+            def own(a: np.ndarray) -> np.ndarray:
+                return a.copy() if copy else a
             return cls(
-                stream=st.copy(), family=fam.copy(), context=ctx.copy(), slot=sl_i.copy(), task=tk.copy(),
-                key=ky.copy(), outcome=y.copy(), event_time=et.copy(), event_id=eid.copy(), metadata=meta.copy(),
-                source=source, _stream_order=order_streams,
+                stream=own(st), family=own(fam), context=own(ctx), slot=own(sl_i), task=own(tk), key=own(ky),
+                outcome=own(y), event_time=own(et), event_id=own(eid), metadata=own(meta), source=source,
+                _stream_order=order_streams,
             )
         return cls(
             stream=st[perm], family=fam[perm], context=ctx[perm], slot=sl_i[perm], task=tk[perm], key=ky[perm],

@@ -21,8 +21,9 @@ from .._memory import release_freed_memory
 from ..errors import InputError
 from ._arrow_rows import ArrowRows, is_text, text_codes
 from ._coded_table import CodedTable
+from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
-from ._futures_arrow import _has_duplicates, futures_from_arrow
+from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
 from ._memo import passed, remember_passed
 
@@ -93,7 +94,7 @@ def history_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Seq
         cols["event_time"].append(f.number(i, "event_time", required=False, allow_nan=True))
         cols["event_id"].append(f.string(i, "event_id", required=False) or "")
         cols["metadata"].append(f.mapping(i, "metadata"))
-    return History.from_columns(**cols, source=source, lines=t.lines, line_word=t.line_word)
+    return History.from_columns(**cols, source=source, lines=t.lines, line_word=t.line_word)  # type: ignore[arg-type]
 
 
 def futures_from_rows(rows: Sequence[Mapping[str, Any]], source: str, lines: Sequence[int] | None) -> FutureTasks:
@@ -164,6 +165,18 @@ def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> Hist
     """Columnar fast path for a well-typed Parquet history (no per-record Python objects for the
     repeated string columns: they are dictionary-encoded).  ``None`` whenever any column is not
     plainly valid; the row-by-row reader then reports the first problem with its usual message."""
+    cols = _history_columns(table)
+    return None if cols is None else _history_of(cols, source, line_word)
+
+
+def _history_of(cols: dict[str, Any], source: str, line_word: str) -> History:
+    """The history of :func:`_history_columns`' fresh columns (kept, not copied)."""
+    n = len(cols["slot"])
+    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word, copy=False)
+
+
+def _history_columns(table: Any) -> dict[str, Any] | None:
+    """The columns of :func:`_history_from_arrow` (text trimmed and checked, as numpy arrays), or ``None``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -208,7 +221,7 @@ def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> Hist
     u = cols["outcome"]
     if ((u < 0.0) | (u > 1.0)).any():
         return None
-    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word)
+    return cols
 
 
 def _arrow_jsonl(p: Path, required: str = "outcome") -> Any:
@@ -245,11 +258,14 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
     table, kind = _arrow_table(p, fmt, "outcome")
-    fast = None if table is None else _history_from_arrow(table, str(p), "row" if kind == "parquet" else "line")
+    cols = None if table is None else _history_columns(table)
     del table
-    _release_arrow()
-    if fast is not None:
-        return fast
+    _release_arrow()   # the file's table goes before the history is built from its columns
+    if cols is not None:
+        history = _history_of(cols, str(p), "row" if kind == "parquet" else "line")
+        del cols
+        _release_arrow()
+        return history
     t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
 
@@ -291,9 +307,10 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     return futures_from_rows(t.rows, t.source, t.lines)
 
 
-def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
-    """A plainly valid utility table read column by column (strings dictionary-encoded, no per-row dicts);
-    ``None`` for anything else, which the row reader then reports with its file, row and field."""
+def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], np.ndarray] | None:
+    """A plainly valid utility table's columns (stream, task and key vocabularies and codes, utilities), read
+    column by column (strings dictionary-encoded, no per-row dicts); ``None`` for anything else, which the row
+    reader then reports with its file, row and field."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -320,13 +337,12 @@ def _evaluator_from_arrow(table: Any, source: str) -> Evaluator | None:
     sizes = [len(w) for w in words]
     if sizes[0] * sizes[1] * sizes[2] < 2**62:
         flat = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
-        duplicated = _has_duplicates(flat)   # one sort (numpy's hashing np.unique is far slower on 10^6 codes)
+        duplicated = has_duplicates(flat)   # one sort (numpy's hashing np.unique is far slower on 10^6 codes)
     else:
         duplicated = np.unique(np.stack(codes, axis=1), axis=0).shape[0] != util.size
     if duplicated:
         return None
-    s_words, t_words, k_words = words
-    return Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=source)
+    return words, codes, util
 
 
 def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
@@ -336,11 +352,16 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
     table, _ = _arrow_table(p, fmt, "utility")
-    fast = None if table is None else _evaluator_from_arrow(table, str(p))
+    cols = None if table is None else _evaluator_columns(table)
     del table
-    _release_arrow()
-    if fast is not None:
-        return fast
+    _release_arrow()   # before the table's index is built: the file's text is encoded by now
+    if cols is not None:
+        (s_words, t_words, k_words), codes, util = cols
+        del cols
+        evaluator = Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=str(p))
+        del codes, util
+        _release_arrow()
+        return evaluator
     t = read_raw(p, fmt)
     return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
 
@@ -420,10 +441,10 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
             vocab.setdefault(a, len(vocab))
     menu_codes = [np.array([vocab[a] for a in m], dtype=np.int64) for m in menu_id]
     width = len(vocab)
-    pairs = _distinct(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
+    pairs = distinct(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
     p_sid, p_menu = pairs // len(menu_id), pairs % len(menu_id)
     lens = np.array([c.size for c in menu_codes], dtype=np.int64)[p_menu]
-    allowed = _distinct(np.repeat(p_sid, lens) * width +
+    allowed = distinct(np.repeat(p_sid, lens) * width +
                         (np.concatenate([menu_codes[j] for j in p_menu.tolist()]) if pairs.size else
                          np.zeros(0, dtype=np.int64)))
     has_future = np.zeros(len(names), dtype=bool)
@@ -448,12 +469,6 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                                  f"utilities for task {task!r} of stream {s!r}, which is not a future task "
                                  f"(in {futures.source})")
-
-
-def _distinct(x: np.ndarray) -> np.ndarray:
-    """``np.unique(x)`` for an integer array, by one sort (numpy 2's hashing ``unique`` is slow on large arrays)."""
-    v = np.sort(x, axis=None)
-    return v[np.r_[True, v[1:] != v[:-1]]] if v.size else v
 
 
 def _line_of(source: str, **match: str) -> int | None:
