@@ -149,6 +149,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
          warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
+    release_freed_memory()  # what reading and checking the inputs freed, before the replay's peak
     kw: dict[str, Any] = dict(path=settings.path, progress=progress, restart=restart,
                               **settings.execution.replay_kwargs())
     if journal is not None:
