@@ -196,3 +196,38 @@ def test_memoized_checks_and_fingerprints_follow_the_objects() -> None:
                               for t in f.tasks))
     with pytest.raises(InputError):   # another task set is checked, not taken from the memo
         check_inputs(h, other)
+
+
+def test_memoized_computes_once_when_two_threads_ask_at_once() -> None:
+    """A thread asking while another computes waits for that value: one computation."""
+    import threading
+
+    from replaylens.records._memo import memoized
+
+    class Obj:
+        pass
+
+    obj, calls, second_asking = Obj(), [], threading.Event()
+
+    def compute() -> str:
+        calls.append(1)
+        if len(calls) == 1:   # hold the first computation until the other thread is asking
+            second_asking.wait(5)
+            threading.Event().wait(0.2)
+        return "value"
+
+    got: list[str] = []
+    first = threading.Thread(target=lambda: got.append(memoized(obj, "fp", compute)))
+    first.start()
+    while not calls:   # the first thread is inside compute()
+        threading.Event().wait(0.001)
+
+    def second() -> None:
+        second_asking.set()
+        got.append(memoized(obj, "fp", compute))
+
+    other = threading.Thread(target=second)
+    other.start()
+    first.join(10)
+    other.join(10)
+    assert got == ["value", "value"] and len(calls) == 1

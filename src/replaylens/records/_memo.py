@@ -17,18 +17,27 @@ __all__ = ["memoized", "passed", "remember_passed"]
 
 _lock = threading.Lock()
 _values: weakref.WeakKeyDictionary[object, dict[str, Any]] = weakref.WeakKeyDictionary()
+_computing: weakref.WeakKeyDictionary[object, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
 
 
 def memoized(obj: object, name: str, compute: Callable[[], Any]) -> Any:
-    """``compute()`` the first time ``(obj, name)`` is asked, the kept value after."""
+    """``compute()`` the first time ``(obj, name)`` is asked, the kept value after.  A second thread asking
+    while the first computes waits for its value (one pass, not two); a failed computation is not kept."""
     with _lock:
         slot = _values.get(obj)
         if slot is not None and name in slot:
             return slot[name]
-    value = compute()
-    with _lock:
-        _values.setdefault(obj, {})[name] = value
-    return value
+        gate = _computing.setdefault(obj, {}).setdefault(name, threading.Lock())
+    with gate:   # one computation per (obj, name) at a time; the others then find its value
+        with _lock:
+            slot = _values.get(obj)
+            if slot is not None and name in slot:
+                return slot[name]
+        value = compute()
+        with _lock:
+            _values.setdefault(obj, {})[name] = value
+            _computing.get(obj, {}).pop(name, None)
+        return value
 
 
 def passed(obj: object, name: str, others: tuple[object, ...]) -> bool:
