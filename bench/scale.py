@@ -104,11 +104,11 @@ def run_cli(shape: str, records: int, fmt: str, resamples: int, against: str | N
         if against:
             base = Path(tmp, "base")
             row["base_wall"], row["base_rss"] = _audit_process(tmp, fmt, resamples, base, against)
-            row["same"] = _same_outputs(out, base)
+            row["same"] = outputs_agree(out, base)
     return row
 
 
-def _same_outputs(out: Path, base: Path) -> bool:
+def outputs_agree(out: Path, base: Path) -> bool:
     """Whether the two runs' decisions.parquet and summary.json (timings aside) agree, compared in a child
     process: a 10^6-record decision table read back holds gigabytes, and a parent that grew that large would
     hand its peak RSS to every later child (Linux keeps ``ru_maxrss`` across fork and exec)."""
@@ -117,7 +117,7 @@ def _same_outputs(out: Path, base: Path) -> bool:
     return bool(json.loads(got.stdout.strip().splitlines()[-1]))
 
 
-def same_outputs(out: Path, base: Path) -> None:
+def print_whether_same(out: Path, base: Path) -> None:
     """Print whether two audit directories hold the same decisions and summary (the ``--same`` child)."""
     import pyarrow.parquet as pq
 
@@ -157,7 +157,7 @@ def main() -> int:
         child(args.child[0], int(args.child[1]), args.resamples)
         return 0
     if args.same:
-        same_outputs(Path(args.same[0]), Path(args.same[1]))
+        print_whether_same(Path(args.same[0]), Path(args.same[1]))
         return 0
     if args.write:
         write_inputs(args.write[0], int(args.write[1]), args.write[2], args.write[3])
