@@ -231,3 +231,40 @@ def test_memoized_computes_once_when_two_threads_ask_at_once() -> None:
     first.join(10)
     other.join(10)
     assert got == ["value", "value"] and len(calls) == 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet=st.sampled_from("ab z-_09é\x00"), max_size=9), max_size=30), min_size=1,
+                max_size=4),
+       st.integers(0, 3), st.booleans())
+def test_ascii_text_array_is_the_per_value_array(chunks: list[list[str]], cut: int, fixed: bool) -> None:
+    """Laid out from arrow buffers (chunked, sliced, fixed or varying width): ``np.asarray(values, dtype=str)``;
+    ``None`` for non-ASCII or NUL text."""
+    import pyarrow as pa
+
+    from replaylens.records._arrow_rows import ascii_text_array
+
+    if fixed:
+        chunks = [[(v + "xxxxxxxxx")[:5] for v in c] for c in chunks]
+    col = pa.chunked_array([pa.array(c, type=pa.string()) for c in chunks], type=pa.string())
+    col = col.slice(min(cut, len(col)))   # an offset into the first chunk
+    values = col.to_pylist()
+    got = ascii_text_array(col)
+    plain = all(ch.isascii() and ch != "\x00" for v in values for ch in v)
+    if not plain:
+        assert got is None
+        return
+    assert got is not None
+    want = np.asarray(values, dtype=str) if values and any(values) else np.full(len(values), "", dtype="<U1")
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def test_ascii_text_array_declines_what_it_cannot_lay_out() -> None:
+    import pyarrow as pa
+
+    from replaylens.records._arrow_rows import ASCII_MAX_WIDTH, ascii_text_array
+
+    assert ascii_text_array(pa.array(["a", None])) is None                        # nulls
+    assert ascii_text_array(pa.array(["a" * (ASCII_MAX_WIDTH + 1)])) is None      # too wide
+    assert ascii_text_array(pa.array(["a"], type=pa.large_string())) is None      # 64-bit offsets
+    assert ascii_text_array(pa.array(["ab", "c"])).tolist() == ["ab", "c"]

@@ -33,6 +33,57 @@ def text_codes(col: Any) -> tuple[list[Any], np.ndarray]:
     return enc.dictionary.to_pylist(), enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+#: widest text (in characters) that :func:`ascii_text_array` lays out column by column
+ASCII_MAX_WIDTH = 64
+
+
+def ascii_text_array(col: Any) -> np.ndarray | None:
+    """A null-free text column as numpy fixed-width text (``<U{longest}``), laid out from the arrow buffers
+    when every value is ASCII without NUL characters and at most :data:`ASCII_MAX_WIDTH` long (no ``str`` per
+    value); ``None`` otherwise (the caller then goes through :func:`text_codes`).  The same array as
+    ``np.asarray(col.to_pylist(), dtype=str)``."""
+    import pyarrow as pa
+
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    n = sum(len(c) for c in chunks)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    width = 0
+    for c in chunks:
+        if c.null_count or not pa.types.is_string(c.type):
+            return None
+        offsets = np.frombuffer(c.buffers()[1], dtype=np.int32)[c.offset : c.offset + len(c) + 1]
+        buf = c.buffers()[2]
+        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, dtype=np.uint8)
+        used = data[int(offsets[0]) : int(offsets[-1])] if offsets.size else data[:0]
+        if used.size and (int(used.max()) >= 128 or int(used.min()) == 0):
+            return None   # non-ASCII (numpy would decode it per value) or a NUL (fixed-width text drops it)
+        parts.append((offsets, data))
+        if offsets.size > 1:
+            width = max(width, int(np.diff(offsets).max()))
+    if width > ASCII_MAX_WIDTH:
+        return None
+    if width == 0:
+        return np.full(n, "", dtype="<U1")
+    out = np.empty((n, width), dtype=np.uint8)
+    cols = np.arange(width)
+    row = 0
+    for offsets, data in parts:
+        for a in range(0, offsets.size - 1, 65536):   # 65,536 rows at a time: small index temporaries
+            o = offsets[a : a + 65537]
+            m, lo, hi = o.size - 1, int(o[0]), int(o[-1])
+            lengths = np.diff(o)
+            block = out[row : row + m]
+            if (lengths == width).all():
+                block[:] = data[lo:hi].reshape(m, width)
+            else:
+                at = o[:-1, None].astype(np.int64) + cols
+                np.minimum(at, max(hi - 1, 0), out=at)
+                block[:] = data[at] if hi > lo else 0
+                block[cols >= lengths[:, None]] = 0
+            row += m
+    return out.view(f"S{width}").reshape(n).astype(f"<U{width}")
+
+
 class _LazyColumn(Sequence[Any]):
     """A column whose row values are built on access (``_at``); slices give lists."""
 

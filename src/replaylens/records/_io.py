@@ -19,7 +19,7 @@ import numpy as np
 
 from .._memory import release_freed_memory
 from ..errors import InputError
-from ._arrow_rows import ArrowRows, is_text, text_codes
+from ._arrow_rows import ArrowRows, ascii_text_array, is_text, text_codes
 from ._coded_table import CodedTable
 from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
@@ -175,6 +175,15 @@ def _history_of(cols: dict[str, Any], source: str, line_word: str) -> History:
     return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word, copy=False)
 
 
+def _mostly_distinct(col: Any, sample: int = 4096) -> bool:
+    """Whether a text column's first ``sample`` values are mostly distinct (then dictionary encoding costs more
+    than it saves).  Decides only how the column is converted, never what it holds."""
+    import pyarrow.compute as pc
+
+    head = col.slice(0, sample)
+    return len(head) > 0 and pc.count_distinct(head).as_py() * 2 > len(head)
+
+
 def _history_columns(table: Any) -> dict[str, Any] | None:
     """The columns of :func:`_history_from_arrow` (text trimmed and checked, as numpy arrays), or ``None``."""
     import pyarrow as pa
@@ -194,7 +203,12 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
         col = pc.utf8_trim_whitespace(col)
         if required and (col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py()):
             return None
-        vocab, codes = text_codes(col.fill_null(""))
+        col = col.fill_null("")
+        if _mostly_distinct(col):   # e.g. task ids: laid out from the arrow buffers when plain ASCII
+            laid = ascii_text_array(col)
+            if laid is not None:
+                return laid
+        vocab, codes = text_codes(col)
         return np.asarray(vocab, dtype=str)[codes]
 
     def numbers(name: str) -> np.ndarray | None:
