@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -128,8 +128,17 @@ def block_key_sums(records: RecordBatch, values: np.ndarray, mask: np.ndarray | 
 
     Entry [h, k] sums the positions t < cuts[h, k] (one bincount over segments, then a cumulative sum).
     """
-    cells = record_cells(records, mask)
-    return cell_sums(cells, np.asarray(values[cells.hi, cells.ti], dtype=np.float64))
+    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
+    size = h * k * b * n
+    # every position's flat (history, segment, block, label) cell, invisible ones sent to one spare cell:
+    # bincount then sums each cell's values in row-major (history, position) order, as record_cells lists them
+    seg = _segments(records.cuts, records.keys.shape[1])
+    seen = records.valid & (seg < k) if mask is None else records.valid & (seg < k) & mask
+    cell = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
+    np.copyto(cell, size, where=~seen)
+    vals = np.asarray(values, dtype=np.float64)
+    per = np.bincount(cell.reshape(-1), weights=np.where(seen, vals, 0.0).reshape(-1), minlength=size + 1)
+    return np.cumsum(per[:size].reshape(h, k, b, n), axis=1)
 
 
 def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, fill: float,
@@ -180,6 +189,7 @@ class BlockLinearWriter:
     name: str = "block-linear"
     params: Mapping[str, Any] = field(default_factory=dict)
     invariant_to: tuple[str, ...] = ("rename",)
+    shares_label_maps: ClassVar[bool] = True  # per-label state: ρ-relabelled records give the ρ-relabelled state
 
     @property
     def commutative(self) -> bool:

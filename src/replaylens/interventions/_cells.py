@@ -221,9 +221,10 @@ def transform_batch(
         oc = np.where(pad, -1, np.full_like(ocodes, masked_code) if cell.mask else np.take_along_axis(ocodes, os_, 1))
         plain = np.where(pad, -1, moved)
         ref_tasks = np.where(pad, -1, ident)
+        ref_keys = np.where(pad, -1, codes)
         sizes = (int(block.max()) + 1, t_n, n_lab, n_ocodes + 1)
         for law in sorted(cell.preserves, key=lambda x: x.value):
-            ok = check_law(law, block=block, keys=plain, ocodes=oc, tasks=tasks, ref_keys=np.where(pad, -1, codes),
+            ok = check_law(law, block=block, keys=plain, ocodes=oc, tasks=tasks, ref_keys=ref_keys,
                            ref_ocodes=ref_oc, ref_tasks=ref_tasks, masked_code=masked_code, sizes=sizes,
                            sources=(ks, os_, ts), menu_changed=cell.menu_map)
             if not ok.all():

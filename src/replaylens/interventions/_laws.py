@@ -41,7 +41,15 @@ def _comb(*cols: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
 
 
 def _same_multiset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.all(np.sort(a, axis=-1) == np.sort(b, axis=-1), axis=-1)
+    """Per row (last axis): do ``a`` and ``b`` hold the same multiset?  Rows equal element by element are;
+    only the others are sorted and compared."""
+    a, b = np.broadcast_arrays(a, b)
+    same = (a == b).all(axis=-1)
+    if same.all():
+        return same
+    rows = np.nonzero(~same)
+    same[rows] = (np.sort(a[rows], axis=-1) == np.sort(b[rows], axis=-1)).all(axis=-1)
+    return same
 
 
 def check_law(

@@ -76,21 +76,68 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
         q_small = dq[np.repeat(small, g_count)]
         first = np.r_[0, np.cumsum(g_count[sel])][:-1]
         gen = VectorPCG64(*(x[sel] for x in states))
-        drawn = shuffle_draws(gen, first, first + g_count[sel], sizes[q_small], law is SlotLaw.DERANGEMENT)
-        _place(local, starts[q_small], sizes[q_small], drawn)
+        perms = shuffle_draws(gen, first, first + g_count[sel], sizes[q_small], law is SlotLaw.DERANGEMENT)
+        _place(local, starts[q_small], sizes[q_small], perms)
     rest = np.flatnonzero(~small)
-    if rest.size:  # numpy's own generator, seeded from the same state, block by block
+    if rest.size:  # numpy's own generator, seeded from the same state, stream by stream
         bit = np.random.PCG64(0)
         gr = np.random.Generator(bit)
         hi, lo, inc_hi, inc_lo = (x.tolist() for x in states)
+        firsts, counts, size_list = g_first.tolist(), g_count.tolist(), sizes.tolist()
+        drawn_q: list[int] = []
+        blocks: list[np.ndarray] = []
         for g in rest.tolist():
             bit.state = {"bit_generator": "PCG64", "state": {"state": (hi[g] << 64) | lo[g],
                                                              "inc": (inc_hi[g] << 64) | inc_lo[g]},
                          "has_uint32": 0, "uinteger": 0}
-            for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():  # every drawn block has 2+ slots
-                start, n = int(starts[q]), int(sizes[q])
-                local[start : start + n] = draw_block(law, n, gr) + start
+            qs = dq[firsts[g] : firsts[g] + counts[g]].tolist()  # every drawn block has 2+ slots
+            drawn_q.extend(qs)
+            blocks.extend(_stream_blocks(law, [size_list[q] for q in qs], gr))
+        q_arr = np.asarray(drawn_q, dtype=np.int64)
+        at = np.repeat(starts[q_arr], sizes[q_arr])
+        local[at + _ramp(sizes[q_arr])] = np.concatenate(blocks) + at
     return local
+
+
+def _ramp(sizes: np.ndarray) -> np.ndarray:
+    """0, 1, ..., n−1 for every n in ``sizes``, concatenated."""
+    ends = np.cumsum(sizes)
+    return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(ends - sizes, sizes)
+
+
+def _stream_blocks(law: SlotLaw, sizes: list[int], gen: np.random.Generator) -> list[np.ndarray]:
+    """One stream's block permutations (sizes >= 2), in order: ``[draw_block(law, n, gen) for n in sizes]``.
+
+    The leading blocks are drawn one at a time; the trailing run of equal-size blocks is drawn from
+    ``gen.permuted`` on a stack of ``arange(n)`` rows, which draws row by row exactly as repeated
+    ``permutation(n)`` calls do (so a derangement, the first fixed-point-free candidate after the previous
+    block's, is the same one).  Candidates past the last block's are drawn and left unused: only valid
+    when ``gen`` is not used again afterwards (each (role, stream) generator draws one stream).
+    """
+    k = len(sizes)
+    n = sizes[-1]
+    lead = k - 1
+    while lead > 0 and sizes[lead - 1] == n:
+        lead -= 1
+    out = [draw_block(law, size, gen) for size in sizes[:lead]]
+    need = k - lead
+    ramp = np.arange(n, dtype=np.int64)
+    if law is not SlotLaw.DERANGEMENT:
+        out.extend(_shuffled_rows(gen, ramp, need))
+        return out
+    while need:
+        cand = _shuffled_rows(gen, ramp, 3 * need + 6)  # ~e candidates per derangement
+        ok = np.flatnonzero(~(cand == ramp).any(axis=1))[:need]
+        out.extend(cand[ok])
+        need -= ok.size
+    return out
+
+
+def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int) -> np.ndarray:
+    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array."""
+    buf = np.empty((rows, ramp.size), dtype=np.int64)
+    buf[:] = ramp
+    return gen.permuted(buf, axis=1, out=buf)
 
 
 def _per_stream(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],

@@ -9,6 +9,9 @@ The evaluator is applied afterwards (:func:`utilities_for`); agents never see it
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,8 +20,8 @@ import numpy as np
 
 from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
-from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
-from ..maps import stream_perm, stream_perms
+from ..interventions import Cell, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
+from ..maps import LabelMap, SlotSpec, stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
 from ._layout import query_layout, stream_decisions, task_layout
@@ -166,8 +169,9 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = F
     maps = np.arange(len(plan.labels), dtype=np.int64)[None, :] if before_maps else \
         np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
+    roles = tuple(r for r in ROLES if any(r in cell.roles for cell in plan.cells))  # each role draws on its own
     for d, spec in enumerate(plan.draws):
-        perms = stream_perms(spec, ROLES, [sd.name for sd in sds], blk)  # = stream_perm row by row
+        perms = stream_perms(spec, roles, [sd.name for sd in sds], blk) if roles else {}  # = stream_perm row by row
         for c, cell in enumerate(plan.cells):
             if not cell.roles and d > 0:
                 tf[(c, d)] = tf[(c, 0)]
@@ -407,7 +411,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     maps = np.stack([m.array for m in plan.maps])
     inv = np.stack([m.inverse.array for m in plan.maps])
     menu_map = np.array([cell.menu_map for cell in plan.cells])
-    cc, dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
+    cc, _dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
     ql = query_layout(lay, cdm, p_n)
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
     q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
@@ -427,9 +431,8 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         sub = np.flatnonzero(~drop)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
-    future_names = tuple(f.task for sd in sds for f in sd.futures)
-    combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
-                       for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
+    future_names = tuple(itertools.chain.from_iterable(map(_TASK, sd.futures) for sd in sds))
+    combos = _combo_keys(plan.rng, plan.cells, plan.draws, plan.maps)
     tkeys = np.zeros(len(future_names), dtype=np.uint64)   # the keys of the asked tasks only
     tkeys[lay.asked] = task_keys([future_names[i] for i in lay.asked.tolist()])
     seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
@@ -461,6 +464,20 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
+
+
+_TASK = operator.attrgetter("task")
+
+
+@functools.lru_cache(maxsize=64)
+def _combo_keys(mode: str, cells: tuple[Cell, ...], draws: tuple[SlotSpec, ...],
+                maps: tuple[LabelMap, ...]) -> np.ndarray:
+    """:func:`combo_key` of every (cell, draw, map), cell-major (a read-only array; a pure function of
+    frozen values, so it is cached)."""
+    out = np.array([combo_key(mode, cell, rho, spec) for cell in cells for spec in draws for rho in maps],
+                   dtype=np.uint64)
+    out.flags.writeable = False
+    return out
 
 
 def shares_label_maps(agent: Agent) -> bool:

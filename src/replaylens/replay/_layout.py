@@ -41,6 +41,23 @@ def _group_starts(keys: list[np.ndarray], order: np.ndarray) -> np.ndarray:
     return new
 
 
+def _lex_order(keys: list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(tuple(reversed(keys)))`` (the first key primary; stable): one stable sort of a mixed-radix
+    int64 code when the keys' ranges fit in 62 bits, else the lexsort itself."""
+    if not keys[0].size:
+        return np.zeros(0, dtype=np.int64)
+    lows = [int(k.min()) for k in keys]
+    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows, strict=True)]
+    if int(np.prod([float(x) for x in spans])) >= 2**62:
+        return np.lexsort(tuple(reversed(keys)))
+    code = np.zeros(keys[0].shape[0], dtype=np.int64)
+    for k, lo, span in zip(keys, lows, spans, strict=True):
+        code *= span
+        code += k
+        code -= lo
+    return np.argsort(code, kind="stable")
+
+
 def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.ndarray, menus: np.ndarray,
                 *, dedupe: bool) -> TaskLayout:
     """Cuts and asked tasks of S streams whose N tasks (stream by stream) have ``prefix`` (N,),
@@ -50,7 +67,7 @@ def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.nd
     sid = np.repeat(np.arange(s_n, dtype=np.int64), tasks_per_stream)
     first_task = np.r_[0, np.cumsum(tasks_per_stream)][:-1].astype(np.int64)
     # cuts: distinct (stream, prefix), ascending
-    order = np.lexsort((prefix, sid))
+    order = _lex_order([sid, prefix])
     new = _group_starts([sid, prefix], order)
     gid = np.cumsum(new) - 1
     cut_of = np.empty(n, dtype=np.int64)
@@ -70,7 +87,7 @@ def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.nd
         return TaskLayout(s_n, tasks_per_stream, cuts, cut_of, np.arange(n, dtype=np.int64),
                           tasks_per_stream.astype(np.int64), np.arange(n, dtype=np.int64) - first_task[sid])
     keys = [sid, prefix, stratum, *(menus[:, c] for c in range(menus.shape[1]))]
-    order = np.lexsort(tuple(reversed(keys)))  # stable: the first task of each context leads its group
+    order = _lex_order(keys)  # stable: the first task of each context leads its group
     new = _group_starts(keys, order)
     gid = np.cumsum(new) - 1
     asked = order[new]
@@ -128,8 +145,12 @@ def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
         back = lay.back[first_task[members][:, None] + np.arange(j)]
         if j == a and (back == np.arange(j)).all():
             out = np.ascontiguousarray(blk)
+        elif (back == back[0]).all():  # the same asked task for every task index: one take for the group
+            out = blk.take(back[0], axis=5)
         else:
-            out = np.take_along_axis(blk, back[:, None, None, None, None, :], axis=5)
+            for i, s_i in enumerate(members.tolist()):
+                results[s_i] = blk[i].take(back[i], axis=4)
+            continue
         for i, s_i in enumerate(members.tolist()):
             results[s_i] = out[i]
     return results
