@@ -239,19 +239,37 @@ class BlockLinearWriter:
         at0 = order[bounds[0]:bounds[1]]
         snaps.reshape(h * kc, b, n)[at0] = s.reshape(h, b, n)[at0 // kc]
         valid_t = np.ascontiguousarray(records.valid.T)
-        cell_t = np.ascontiguousarray((np.arange(h)[:, None] * b + records.blocks).T)
-        key_t = np.ascontiguousarray(records.keys.T)
-        inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
+        blk_t = np.ascontiguousarray(np.where(records.valid, records.blocks, 0).T)  # padding: any real block
         every = np.arange(h)
+        # flat (history, label) index of each position's key in an (H, n) array
+        key_t = np.ascontiguousarray((every[:, None] * n + np.maximum(records.keys, 0)).T)
+        inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
+        all_valid = np.all(valid_t, axis=1).tolist()
+        # each history's current block state is worked on in ``cur`` (H, n) and written back to ``s`` when the
+        # history moves to another block (switch) or a cut reads the states: per position the same float
+        # operations in the same order as updating ``s`` in place (decay, then add the increment)
+        switch = np.ones(t_n, dtype=bool)
+        switch[1:] = (blk_t[1:] != blk_t[:-1]).any(axis=1)
+        cur_blk = blk_t[0] if t_n else every
+        cur = s[every * b + cur_blk]
+        flat = cur.reshape(-1)
+        switches, edges = switch.tolist(), bounds.tolist()
         for t in range(t_n):
-            ok = valid_t[t]
-            rows = every if ok.all() else np.flatnonzero(ok)
-            if rows.size:
-                cell, key = cell_t[t, rows], key_t[t, rows]
-                s[cell] = d * s[cell]
-                s[cell, key] = s[cell, key] + inc_t[t, rows]
-            hit = order[bounds[t + 1]:bounds[t + 2]]
-            if hit.size:
+            if switches[t]:
+                s[every * b + cur_blk] = cur
+                cur_blk = blk_t[t]
+                cur = s[every * b + cur_blk]
+                flat = cur.reshape(-1)
+            if all_valid[t]:
+                cur *= d
+                flat[key_t[t]] += inc_t[t]
+            else:
+                rows = np.flatnonzero(valid_t[t])
+                cur[rows] *= d
+                flat[key_t[t, rows]] += inc_t[t, rows]
+            if edges[t + 2] > edges[t + 1]:  # cuts read after this position
+                hit = order[edges[t + 1]:edges[t + 2]]
+                s[every * b + cur_blk] = cur
                 snaps.reshape(h * kc, b, n)[hit] = s.reshape(h, b, n)[hit // kc]
         return snaps
 

@@ -188,13 +188,16 @@ def transform_batch(
     check: bool = True,
     ocodes: np.ndarray | None = None,
     n_ocodes: int | None = None,
+    reference: dict[Law, np.ndarray] | None = None,
 ) -> TransformedBatch:
     """Apply ``cell`` to S streams under every map at once and check its declared laws.
 
     ``codes``/``outcomes``/``block`` are (S, T) in slot order, padded with −1 / NaN / −1;
     ``perms[role]`` is the (S, T) source-position array of that role (padding maps to itself);
     ``maps`` is (M, n): row m holds the images of ρ_m.  The task input at each slot is identified
-    by its original position.  Raises :class:`LawViolation` if a declared law fails.
+    by its original position.  Raises :class:`LawViolation` if a declared law fails.  ``reference``: a dict
+    shared by the calls of one batch (the same codes, outcomes and block for every cell), in which the
+    checks keep the reference history's multiset codes (:func:`check_law`).
     """
     s_n, t_n = codes.shape
     ident = np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n))
@@ -226,7 +229,7 @@ def transform_batch(
         for law in sorted(cell.preserves, key=lambda x: x.value):
             ok = check_law(law, block=block, keys=plain, ocodes=oc, tasks=tasks, ref_keys=ref_keys,
                            ref_ocodes=ref_oc, ref_tasks=ref_tasks, masked_code=masked_code, sizes=sizes,
-                           sources=(ks, os_, ts), menu_changed=cell.menu_map)
+                           sources=(ks, os_, ts), menu_changed=cell.menu_map, reference=reference)
             if not ok.all():
                 bad = int(np.flatnonzero(~ok)[0])
                 raise LawViolation(cell.name, law.value, f"stream #{bad} of the batch")

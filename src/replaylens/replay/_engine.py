@@ -20,7 +20,7 @@ import numpy as np
 
 from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
-from ..interventions import Cell, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
+from ..interventions import Cell, Law, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import LabelMap, SlotSpec, stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
@@ -169,6 +169,7 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = F
     maps = np.arange(len(plan.labels), dtype=np.int64)[None, :] if before_maps else \
         np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
+    reference: dict[Law, np.ndarray] = {}  # the aligned history's law codes, shared by every cell and draw
     roles = tuple(r for r in ROLES if any(r in cell.roles for cell in plan.cells))  # each role draws on its own
     for d, spec in enumerate(plan.draws):
         perms = stream_perms(spec, roles, [sd.name for sd in sds], blk) if roles else {}  # = stream_perm row by row
@@ -177,7 +178,7 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = F
                 tf[(c, d)] = tf[(c, 0)]
                 continue
             tf[(c, d)] = transform_batch(cell, codes=codes, outcomes=outs, block=blk, perms=perms, maps=maps,
-                                         check=plan.check_laws, ocodes=ocodes, n_ocodes=n_oc)
+                                         check=plan.check_laws, ocodes=ocodes, n_ocodes=n_oc, reference=reference)
     return _Shard(tuple(sds), blk, tf)
 
 
@@ -401,13 +402,13 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
                       np.concatenate([sd.prefix for sd in sds]), np.concatenate([sd.stratum_code for sd in sds]),
                       np.concatenate([sd.menus for sd in sds]), dedupe=agent.task_invariant and not agent.stochastic)
     keys_r = keys.reshape(shape)
-    task_names = np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds]).tolist()
+    task_names = _record_tasks(sds)
     records = RecordBatch(
         keys=keys_r, outcomes=np.broadcast_to(outs[:, :, :, None, :], keys.shape).reshape(shape),
         blocks=np.repeat(bg, shape[0] // s_n, axis=0),
         tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
         valid=keys_r >= 0, cuts=np.repeat(lay.cuts, shape[0] // s_n, axis=0), labels=plan.labels, block_names=blocks,
-        task_names=tuple(map(str, task_names)))
+        task_names=task_names)
     maps = np.stack([m.array for m in plan.maps])
     inv = np.stack([m.inverse.array for m in plan.maps])
     menu_map = np.array([cell.menu_map for cell in plan.cells])
@@ -418,8 +419,11 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     all_block = np.concatenate([sd.stratum_code for sd in sds])
     all_menu = np.concatenate([sd.menus for sd in sds])
     base_menu = all_menu[q_task]
-    shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
-    menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    if menu_map.any():
+        shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
+        menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    else:  # no cell relabels the menu
+        menu = base_menu
     history_map = np.array([cell.history_map for cell in plan.cells])
     # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
     # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
@@ -455,18 +459,29 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         got[sub] = asked
         twin = np.flatnonzero(drop)
         got[twin] = got[twin - mm[q_f[twin]] * (lay.asked_per_stream[q_stream[twin]] * p_n)]
-    ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
+    ok = (got >= 0) & functools.reduce(np.logical_or, [col == got for col in menu.T], np.zeros(got.shape, bool))
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
                          f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
-    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
+    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got) if menu_map.any() else got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
 
 
 _TASK = operator.attrgetter("task")
+
+
+def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
+    """Every record's task id, stream by stream (one slice when the streams are consecutive rows of one history)."""
+    h = sds[0].history
+    consecutive = all(sd.history is h and sd.rows.step in (None, 1) for sd in sds) and \
+        all(a.rows.stop == b.rows.start for a, b in itertools.pairwise(sds))
+    col = np.asarray(h.task[sds[0].rows.start : sds[-1].rows.stop]) if consecutive else \
+        np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds])
+    names = col.tolist()
+    return tuple(names) if col.dtype.kind == "U" else tuple(map(str, names))
 
 
 @functools.lru_cache(maxsize=64)
