@@ -150,6 +150,8 @@ class _Shard:
 def _padded(sds: Sequence[StreamData], values: list[np.ndarray], t_n: int, fill: float, dtype: Any) -> np.ndarray:
     """Per-stream (T_i,) arrays as one (S, t_n) array, ``fill`` past each stream's end."""
     lengths = np.array([v.shape[0] for v in values], dtype=np.int64)
+    if values and bool((lengths == t_n).all()):  # no padding
+        return np.stack(values).astype(dtype, copy=False)
     out = np.full((len(sds), t_n), fill, dtype=dtype)
     if values:
         row = np.repeat(np.arange(len(sds)), lengths)
@@ -398,9 +400,11 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     bg = _padded(sds, [sd.block_global for sd in sds], t_n, 0, np.int64)
     # ---- tasks and queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant
     # agent is asked one representative task per (prefix, stratum, menu) of each stream; others every task.
+    all_block = np.concatenate([sd.stratum_code for sd in sds])
+    all_menu = np.concatenate([sd.menus for sd in sds])
     lay = task_layout(np.array([len(sd.futures) for sd in sds], dtype=np.int64),
-                      np.concatenate([sd.prefix for sd in sds]), np.concatenate([sd.stratum_code for sd in sds]),
-                      np.concatenate([sd.menus for sd in sds]), dedupe=agent.task_invariant and not agent.stochastic)
+                      np.concatenate([sd.prefix for sd in sds]), all_block, all_menu,
+                      dedupe=agent.task_invariant and not agent.stochastic)
     keys_r = keys.reshape(shape)
     task_names = _record_tasks(sds)
     records = RecordBatch(
@@ -416,8 +420,6 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     ql = query_layout(lay, cdm, p_n)
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
     q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
-    all_block = np.concatenate([sd.stratum_code for sd in sds])
-    all_menu = np.concatenate([sd.menus for sd in sds])
     base_menu = all_menu[q_task]
     if menu_map.any():
         shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
@@ -431,8 +433,9 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     sub: slice | np.ndarray = slice(None)
     drop = None
     if shared and not agent.stochastic and m_n > 1:
-        drop = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
-        sub = np.flatnonzero(~drop)
+        twins = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
+        if twins.any():
+            drop, sub = twins, np.flatnonzero(~twins)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
     future_names = tuple(itertools.chain.from_iterable(map(_TASK, sd.futures) for sd in sds))
