@@ -202,6 +202,11 @@ def transform_batch(
     s_n, t_n = codes.shape
     ident = np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n))
     pad = block < 0
+    padded = bool(pad.any())
+
+    def fill(x: np.ndarray, value: float) -> np.ndarray:
+        """``x`` with ``value`` at the padding (``x`` itself when there is none)."""
+        return np.where(pad, value, x) if padded else x
 
     def src(role: str) -> np.ndarray:
         return ident if role == ID else perms[role]
@@ -210,21 +215,21 @@ def transform_batch(
     _m_n, n_lab = maps.shape
     hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
     moved = np.take_along_axis(codes, ks, axis=1)
-    keys = np.where(pad[:, None, :], -1, hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2))
-    outs = np.full((s_n, t_n), np.nan) if cell.mask else np.take_along_axis(outcomes, os_, axis=1)
-    outs = np.where(pad, np.nan, outs)
-    tasks = np.where(pad, -1, np.take_along_axis(ident, ts, axis=1))
+    mapped = hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2)
+    keys = np.where(pad[:, None, :], -1, mapped) if padded else np.ascontiguousarray(mapped)
+    outs = fill(np.full((s_n, t_n), np.nan) if cell.mask else np.take_along_axis(outcomes, os_, axis=1), np.nan)
+    tasks = fill(np.take_along_axis(ident, ts, axis=1), -1)
     if check:
         # Laws are checked on the label codes before ρ: ρ is a bijection applied elementwise to both
         # the transformed and the reference history, so every law holds under ρ iff it holds at id.
         if ocodes is None or n_ocodes is None:
             ocodes, n_ocodes = outcome_codes(outcomes)
         masked_code = n_ocodes
-        ref_oc = np.where(pad, -1, ocodes)
-        oc = np.where(pad, -1, np.full_like(ocodes, masked_code) if cell.mask else np.take_along_axis(ocodes, os_, 1))
-        plain = np.where(pad, -1, moved)
-        ref_tasks = np.where(pad, -1, ident)
-        ref_keys = np.where(pad, -1, codes)
+        ref_oc = fill(ocodes, -1)
+        oc = fill(np.full_like(ocodes, masked_code) if cell.mask else np.take_along_axis(ocodes, os_, 1), -1)
+        plain = fill(moved, -1)
+        ref_tasks = fill(ident, -1)
+        ref_keys = fill(codes, -1)
         sizes = (int(block.max()) + 1, t_n, n_lab, n_ocodes + 1)
         for law in sorted(cell.preserves, key=lambda x: x.value):
             ok = check_law(law, block=block, keys=plain, ocodes=oc, tasks=tasks, ref_keys=ref_keys,
