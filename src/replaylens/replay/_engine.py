@@ -446,8 +446,12 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
                         ql.repeat[sub])
     state_labels = None
     if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
-        state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu],
-                                menu)[sub]
+        # ρ⁻¹ with one more column that keeps the padding code −1 (a menu entry −1 reads that last column)
+        inv_pad = np.concatenate([inv, np.full((m_n, 1), -1, dtype=inv.dtype)], axis=1)
+        if history_map.all():
+            state_labels = inv_pad[mm[q_f][:, None], menu][sub]
+        else:
+            state_labels = np.where(history_map[cc[q_f]][:, None], inv_pad[mm[q_f][:, None], menu], menu)[sub]
     queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
                          seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
                          task_names=future_names, state_labels=state_labels)
