@@ -427,7 +427,7 @@ def test_law_checks_sharing_the_reference_codes_give_the_same_verdicts(b: Batch)
     s_n, t_n = b.codes.shape
     ocodes, n_oc = outcome_codes(b.outcomes)
     ident = np.broadcast_to(np.arange(t_n), (s_n, t_n))
-    shared: dict[Law, np.ndarray] = {}
+    shared: dict[object, np.ndarray] = {}
     for cell in [*CELLS.values()][::-1]:
         src = sources_of(cell, b.perms, (s_n, t_n))
         keys = np.where(pad, -1, np.take_along_axis(b.codes, src[0], axis=1))

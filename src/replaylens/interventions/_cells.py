@@ -192,7 +192,7 @@ def transform_batch(
     check: bool = True,
     ocodes: np.ndarray | None = None,
     n_ocodes: int | None = None,
-    reference: dict[Law, np.ndarray] | None = None,
+    reference: dict[object, np.ndarray] | None = None,
 ) -> TransformedBatch:
     """Apply ``cell`` to S streams under every map at once and check its declared laws.
 

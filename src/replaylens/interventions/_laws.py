@@ -44,15 +44,16 @@ def _comb(*cols: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _same_multiset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _same_multiset(a: np.ndarray, b: np.ndarray, b_sorted: Callable[[], np.ndarray] | None = None) -> np.ndarray:
     """Per row (last axis): do ``a`` and ``b`` hold the same multiset?  Rows equal element by element are;
-    only the others are sorted and compared."""
+    only the others are sorted and compared (``b_sorted``, when given, returns ``b`` sorted along its rows)."""
     a, b = np.broadcast_arrays(a, b)
     same = (a == b).all(axis=-1)
     if same.all():
         return same
     rows = np.nonzero(~same)
-    same[rows] = (np.sort(a[rows], axis=-1) == np.sort(b[rows], axis=-1)).all(axis=-1)
+    other = b_sorted()[rows] if b_sorted is not None and b_sorted().shape == a.shape else np.sort(b[rows], axis=-1)
+    same[rows] = (np.sort(a[rows], axis=-1) == other).all(axis=-1)
     return same
 
 
@@ -70,13 +71,13 @@ def check_law(
     sizes: tuple[int, int, int, int],
     sources: tuple[np.ndarray, ...] = (),
     menu_changed: bool = False,
-    reference: dict[Law, np.ndarray] | None = None,
+    reference: dict[object, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Does each row satisfy ``law``?  Returns a boolean array over the leading axes of ``keys``.
 
     ``sizes`` = (n_blocks, n_tasks, n_labels, n_outcome_codes) bound the codes; ``sources`` are the
     (S, T) source-position arrays the cell used (for block membership).  ``reference``, when given,
-    keeps the reference side's multiset codes per law for the next call: pass one dict only to calls
+    keeps the reference side's multiset codes per law (and them sorted) for the next call: pass one dict only to calls
     with the same ``block``, ``ref_*`` arrays, ``sizes`` and ``keys`` shape (the cells of one batch).
     """
     nb, nt, nk, no = sizes
@@ -97,6 +98,15 @@ def check_law(
             reference[law] = make()
         return reference[law]
 
+    def ref_sorted() -> np.ndarray:  # only called after ref(...) stored this law's codes
+        assert reference is not None
+        key = (law, "sorted")
+        if key not in reference:
+            reference[key] = np.sort(reference[law], axis=-1)
+        return reference[key]
+
+    srt = ref_sorted if reference is not None else None
+
     if law is Law.BLOCK_MEMBERSHIP:
         ok = np.ones(block.shape[0], dtype=bool)
         rows = np.arange(block.shape[0])[:, None]
@@ -115,19 +125,20 @@ def check_law(
         return np.full(lead, not menu_changed)
     if law is Law.RECORD_COUNT:
         return _same_multiset(_comb(blk3, (keys >= 0).astype(np.int64), sizes=(nb, 1)),
-                              ref(lambda: _comb(blk3, (ref_keys >= 0).astype(np.int64), sizes=(nb, 1))))
+                              ref(lambda: _comb(blk3, (ref_keys >= 0).astype(np.int64), sizes=(nb, 1))), srt)
     if law is Law.KEY_MULTISET:
-        return _same_multiset(_comb(blk3, keys, sizes=(nb, nk)), ref(lambda: _comb(blk3, ref_keys, sizes=(nb, nk))))
+        return _same_multiset(_comb(blk3, keys, sizes=(nb, nk)), ref(lambda: _comb(blk3, ref_keys, sizes=(nb, nk))),
+                              srt)
     if law is Law.OUTCOME_MULTISET:
         return per_row(_same_multiset(_comb(block, ocodes, sizes=(nb, no)),
-                                      ref(lambda: _comb(block, ref_ocodes, sizes=(nb, no)))))
+                                      ref(lambda: _comb(block, ref_ocodes, sizes=(nb, no))), srt))
     if law is Law.PAIR_MULTISET:
         return _same_multiset(_comb(blk3, keys, widen(ocodes), sizes=(nb, nk, no)),
-                              ref(lambda: _comb(blk3, ref_keys, widen(ref_ocodes), sizes=(nb, nk, no))))
+                              ref(lambda: _comb(blk3, ref_keys, widen(ref_ocodes), sizes=(nb, nk, no))), srt)
     if law is Law.EVENT_MULTISET:
         return _same_multiset(_comb(blk3, widen(tasks), keys, widen(ocodes), sizes=(nb, nt, nk, no)),
                               ref(lambda: _comb(blk3, widen(ref_tasks), ref_keys, widen(ref_ocodes),
-                                                sizes=(nb, nt, nk, no))))
+                                                sizes=(nb, nt, nk, no))), srt)
     raise ValueError(f"unknown law {law}")  # pragma: no cover
 
 

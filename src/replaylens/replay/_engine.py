@@ -20,7 +20,7 @@ import numpy as np
 
 from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
-from ..interventions import Cell, Law, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
+from ..interventions import Cell, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
 from ..maps import LabelMap, SlotSpec, stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
@@ -171,7 +171,7 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = F
     maps = np.arange(len(plan.labels), dtype=np.int64)[None, :] if before_maps else \
         np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
-    reference: dict[Law, np.ndarray] = {}  # the aligned history's law codes, shared by every cell and draw
+    reference: dict[object, np.ndarray] = {}  # the aligned history's law codes, shared by every cell and draw
     roles = tuple(r for r in ROLES if any(r in cell.roles for cell in plan.cells))  # each role draws on its own
     for d, spec in enumerate(plan.draws):
         perms = stream_perms(spec, roles, [sd.name for sd in sds], blk) if roles else {}  # = stream_perm row by row
