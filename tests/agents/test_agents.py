@@ -320,7 +320,7 @@ def test_choose_batch_equals_choose(rule: TieRule) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=hs.integers(0, 2**32), h=hs.integers(1, 6), t_n=hs.integers(1, 12), b=hs.integers(1, 3),
+@given(seed=hs.integers(0, 2**32), h=hs.integers(1, 6), t_n=hs.integers(0, 12), b=hs.integers(1, 3),
        n=hs.integers(1, 4), k=hs.integers(1, 3))
 def test_decaying_states_equal_a_position_by_position_update(seed: int, h: int, t_n: int, b: int, n: int,
                                                              k: int) -> None:

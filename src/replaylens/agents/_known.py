@@ -250,7 +250,7 @@ class BlockLinearWriter:
         # operations in the same order as updating ``s`` in place (decay, then add the increment)
         switch = np.ones(t_n, dtype=bool)
         switch[1:] = (blk_t[1:] != blk_t[:-1]).any(axis=1)
-        cur_blk = blk_t[0] if t_n else every
+        cur_blk = blk_t[0] if t_n else np.zeros(h, dtype=np.int64)
         cur = s[every * b + cur_blk]
         flat = cur.reshape(-1)
         switches, edges = switch.tolist(), bounds.tolist()

@@ -58,7 +58,7 @@ def choose_batch(scores: np.ndarray, menu: np.ndarray, rule: TieRule, labels: Se
                  first_seen: np.ndarray | None = None) -> np.ndarray:
     """Vectorized :func:`choose` for (Q, M) scores over (Q, M) menu codes (−1 = padding)."""
     s = np.where(menu >= 0, scores, -np.inf)
-    if rule is TieRule.FIRST_CANONICAL and s.shape[1] <= 16:  # a few columns: column by column, no row loops
+    if rule is TieRule.FIRST_CANONICAL and 0 < s.shape[1] <= 16:  # a few columns: column by column, no row loops
         cols = list(s.T)
         best = functools.reduce(np.maximum, cols)
         pos = np.zeros(s.shape[0], dtype=np.intp)

@@ -91,11 +91,12 @@ def _draw_with_numpy(law: SlotLaw, states: tuple[np.ndarray, ...], rest: np.ndar
     numpy's own generator seeded from their PCG64 states, and place their blocks in ``local``.
 
     Stream g draws its ``g_count[g]`` blocks, the groups ``dq[g_first[g]:g_first[g] + g_count[g]]`` (each of
-    2+ slots), in order.  Streams whose
-    blocks all have one size n are drawn together per (n, block count): each stream's candidate rows from one
-    ``Generator.permuted`` call (row by row the draws of repeated ``permutation(n)``), the fixed-point test of
-    every candidate of every stream in one pass; a stream without enough derangements among its candidates,
-    and a stream with mixed sizes, is drawn on its own (:func:`_stream_blocks`, from its state again).
+    2+ slots), in order.  Streams whose blocks all have one size n are drawn together per (n, block count):
+    each stream's candidate rows from one ``Generator.permuted`` call (row by row the draws of repeated
+    ``permutation(n)``), the fixed-point test of every candidate of every stream in one pass; a stream
+    without enough derangements among its candidates, and a stream with mixed sizes, is drawn on its own
+    (:func:`_stream_blocks`, from its state again).  Candidates past a stream's last block are left unused
+    (its generator draws nothing else).
     """
     bit = np.random.PCG64(0)
     gen = np.random.Generator(bit)
