@@ -365,3 +365,28 @@ def test_choose_batch_first_canonical_equals_the_argmax_of_the_row_maxima(seed: 
     s = np.where(menu >= 0, scores, -np.inf)
     want = menu[np.arange(q_n), np.argmax(s == s.max(axis=1, keepdims=True), axis=1)]
     assert choose_batch(scores, menu, TieRule.FIRST_CANONICAL, tuple(map(str, range(40)))).tolist() == want.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=hs.integers(0, 2**32), h=hs.integers(1, 5), t_n=hs.integers(0, 10), b=hs.integers(1, 3),
+       n=hs.integers(1, 4), k=hs.integers(1, 3), masked=hs.booleans())
+def test_block_key_sums_equal_the_visible_records_sums(seed: int, h: int, t_n: int, b: int, n: int, k: int,
+                                                       masked: bool) -> None:
+    """The dense block_key_sums (one bincount over every position) equals summing the visible records that
+    record_cells lists (valid, before the last cut, inside ``mask``), bit for bit."""
+    from replaylens.agents import RecordBatch
+    from replaylens.agents._known import block_key_sums, cell_sums, record_cells
+
+    g = np.random.default_rng(seed)
+    valid = g.random((h, t_n)) < 0.8
+    rec = RecordBatch(keys=np.where(valid, g.integers(0, n, (h, t_n)), -1),
+                      outcomes=np.zeros((h, t_n)), blocks=g.integers(0, b, (h, t_n)),
+                      tasks=np.zeros((h, t_n), dtype=np.int64), valid=valid,
+                      cuts=np.sort(g.integers(0, t_n + 1, (h, k)), axis=1), labels=tuple("ABCD"[:n]),
+                      block_names=tuple(("f", f"c{i}") for i in range(b)), task_names=())
+    values = g.choice([0.1, 0.25, -3.0, 1e6, np.nan], size=(h, t_n))
+    mask = g.random((h, t_n)) < 0.6 if masked else None
+    cells = record_cells(rec, mask)
+    want = cell_sums(cells, values[cells.hi, cells.ti])
+    got = block_key_sums(rec, values, mask)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
