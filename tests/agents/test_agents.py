@@ -106,7 +106,8 @@ def _audit_inputs(draw):
     return history_from_records(hist), futures_from_tasks(futs), evaluator_from_rows(ev)
 
 
-@pytest.mark.parametrize("name", ["mean", "count", "latest", "best", "sum", "commutative", "order-sensitive"])
+@pytest.mark.parametrize("name", ["mean", "count", "latest", "best", "sum", "commutative", "order-sensitive",
+                                  "invariant", "key-only", "relation"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs=_audit_inputs(), seed=hs.integers(0, 50))
 def test_paths_agree_on_random_histories(name: str, inputs, seed: int) -> None:
@@ -316,3 +317,76 @@ def test_choose_batch_equals_choose(rule: TieRule) -> None:
         k = int((menu[q] >= 0).sum())
         want = choose(scores[q, :k], [labels[i] for i in menu[q, :k]], rule, first[q, :k])
         assert labels[int(got[q])] == want, q
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=hs.integers(0, 2**32), h=hs.integers(1, 6), t_n=hs.integers(0, 12), b=hs.integers(1, 3),
+       n=hs.integers(1, 4), k=hs.integers(1, 3))
+def test_decaying_states_equal_a_position_by_position_update(seed: int, h: int, t_n: int, b: int, n: int,
+                                                             k: int) -> None:
+    """The order-sensitive array state (each history's current block worked on apart from the others) equals
+    updating every (history, block) state in place position by position, bit for bit, with invalid positions
+    anywhere (their block and key codes arbitrary)."""
+    from replaylens.agents import RecordBatch
+    from replaylens.agents._known import BlockLinearWriter
+
+    g = np.random.default_rng(seed)
+    valid = g.random((h, t_n)) < 0.8
+    keys = np.where(valid, g.integers(0, n, (h, t_n)), -1)
+    blocks = np.where(valid, g.integers(0, b, (h, t_n)), g.integers(-1, b, (h, t_n)))
+    outcomes = g.choice([0.0, 0.1, 0.5, 0.9, 1.0, np.nan], size=(h, t_n))
+    cuts = np.sort(g.integers(0, t_n + 1, (h, k)), axis=1)
+    rec = RecordBatch(keys=keys, outcomes=outcomes, blocks=blocks, tasks=np.zeros((h, t_n), dtype=np.int64),
+                      valid=valid, cuts=cuts, labels=tuple("ABCD"[:n]), block_names=tuple(("f", f"c{i}")
+                                                                                          for i in range(b)),
+                      task_names=())
+    w = BlockLinearWriter(lambda u: 1.0 + 0.01 * np.where(np.isnan(u), 0.0, u - 0.5), decay=0.3)
+    inc = w.term(outcomes)
+    want = np.zeros((h, k, b, n))
+    for r in range(h):
+        s = np.zeros((b, n))
+        for t in range(t_n + 1):
+            for c in np.flatnonzero(cuts[r] == t):
+                want[r, c] = s
+            if t < t_n and valid[r, t]:
+                s[blocks[r, t]] = np.float64(0.3) * s[blocks[r, t]]
+                s[blocks[r, t], keys[r, t]] = s[blocks[r, t], keys[r, t]] + inc[r, t]
+    assert np.array_equal(w.states_batch(rec), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=hs.integers(0, 2**32), q_n=hs.integers(1, 30), m_n=hs.sampled_from([1, 2, 4, 5, 16, 17]))
+def test_choose_batch_first_canonical_equals_the_argmax_of_the_row_maxima(seed: int, q_n: int, m_n: int) -> None:
+    """The column-by-column first maximum gives argmax(row == row max)'s position, with ties, padding, ±inf
+    and NaN scores (a row without a maximum reads position 0)."""
+    g = np.random.default_rng(seed)
+    scores = g.choice([0.0, 1.0, 2.0, -np.inf, np.inf, np.nan], size=(q_n, m_n))
+    menu = np.where(g.random((q_n, m_n)) < 0.8, g.integers(0, 40, (q_n, m_n)), -1)
+    s = np.where(menu >= 0, scores, -np.inf)
+    want = menu[np.arange(q_n), np.argmax(s == s.max(axis=1, keepdims=True), axis=1)]
+    assert choose_batch(scores, menu, TieRule.FIRST_CANONICAL, tuple(map(str, range(40)))).tolist() == want.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=hs.integers(0, 2**32), h=hs.integers(1, 5), t_n=hs.integers(0, 10), b=hs.integers(1, 3),
+       n=hs.integers(1, 4), k=hs.integers(1, 3), masked=hs.booleans())
+def test_block_key_sums_equal_the_visible_records_sums(seed: int, h: int, t_n: int, b: int, n: int, k: int,
+                                                       masked: bool) -> None:
+    """The dense block_key_sums (one bincount over every position) equals summing the visible records that
+    record_cells lists (valid, before the last cut, inside ``mask``), bit for bit."""
+    from replaylens.agents import RecordBatch
+    from replaylens.agents._known import block_key_sums, cell_sums, record_cells
+
+    g = np.random.default_rng(seed)
+    valid = g.random((h, t_n)) < 0.8
+    rec = RecordBatch(keys=np.where(valid, g.integers(0, n, (h, t_n)), -1),
+                      outcomes=np.zeros((h, t_n)), blocks=g.integers(0, b, (h, t_n)),
+                      tasks=np.zeros((h, t_n), dtype=np.int64), valid=valid,
+                      cuts=np.sort(g.integers(0, t_n + 1, (h, k)), axis=1), labels=tuple("ABCD"[:n]),
+                      block_names=tuple(("f", f"c{i}") for i in range(b)), task_names=())
+    values = g.choice([0.1, 0.25, -3.0, 1e6, np.nan], size=(h, t_n))
+    mask = g.random((h, t_n)) < 0.6 if masked else None
+    cells = record_cells(rec, mask)
+    want = cell_sums(cells, values[cells.hi, cells.ti])
+    got = block_key_sums(rec, values, mask)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)

@@ -417,3 +417,59 @@ def test_cell_roles() -> None:
     assert CELLS["pair"].roles == ("pair",)
     assert CELLS["key_slot"].roles == ("time",)
     assert CELLS["reorder"].roles == ("reorder",)
+
+
+@given(batches())
+def test_law_checks_sharing_the_reference_codes_give_the_same_verdicts(b: Batch) -> None:
+    """check_law with one ``reference`` dict for every cell of a batch (as the array path passes it) gives each
+    law the verdict of a fresh check, declared or not, in any order of cells."""
+    pad = b.block < 0
+    s_n, t_n = b.codes.shape
+    ocodes, n_oc = outcome_codes(b.outcomes)
+    ident = np.broadcast_to(np.arange(t_n), (s_n, t_n))
+    shared: dict[object, np.ndarray] = {}
+    for cell in [*CELLS.values()][::-1]:
+        src = sources_of(cell, b.perms, (s_n, t_n))
+        keys = np.where(pad, -1, np.take_along_axis(b.codes, src[0], axis=1))
+        oc = np.where(pad, -1, np.full_like(ocodes, n_oc) if cell.mask else np.take_along_axis(ocodes, src[1], 1))
+        tasks = np.where(pad, -1, np.take_along_axis(ident, src[2], axis=1))
+        for law in Law:
+            kw: dict[str, Any] = dict(block=b.block, keys=keys, ocodes=oc, tasks=tasks,
+                                      ref_keys=np.where(pad, -1, b.codes), ref_ocodes=np.where(pad, -1, ocodes),
+                                      ref_tasks=np.where(pad, -1, ident), masked_code=n_oc,
+                                      sizes=(int(b.block.max()) + 1, t_n, b.n_labels, n_oc + 1),
+                                      sources=tuple(src), menu_changed=cell.menu_map)
+            assert check_law(law, **kw, reference=shared).tolist() == check_law(law, **kw).tolist(), (cell, law)
+
+
+_ROLE = st.sampled_from(["id", "value", "pair", "time", "reorder"])
+
+
+@given(batches(), _ROLE, _ROLE, _ROLE, st.booleans(), st.sets(st.sampled_from(list(Law))))
+def test_transform_batch_raises_exactly_when_a_declared_law_fails(b: Batch, key_from: str, outcome_from: str,
+                                                                   task_from: str, mask: bool,
+                                                                   laws: set[Law]) -> None:
+    """Whatever shortcut transform_batch takes (laws whose columns equal the reference's are not sorted), it
+    raises iff check_law finds a declared law failing, and names the first such law."""
+    cell = Cell("probe", key_from=key_from, outcome_from=outcome_from, task_from=task_from, mask=mask,
+                preserves=frozenset(laws))
+    pad = b.block < 0
+    s_n, t_n = b.codes.shape
+    ocodes, n_oc = outcome_codes(b.outcomes)
+    ident = np.broadcast_to(np.arange(t_n), (s_n, t_n))
+    src = sources_of(cell, b.perms, (s_n, t_n))
+    keys = np.where(pad, -1, np.take_along_axis(b.codes, src[0], axis=1))
+    oc = np.where(pad, -1, np.full_like(ocodes, n_oc) if mask else np.take_along_axis(ocodes, src[1], 1))
+    tasks = np.where(pad, -1, np.take_along_axis(ident, src[2], axis=1))
+    failing = [law for law in sorted(laws, key=lambda x: x.value)
+               if not check_law(law, block=b.block, keys=keys, ocodes=oc, tasks=tasks,
+                                ref_keys=np.where(pad, -1, b.codes), ref_ocodes=np.where(pad, -1, ocodes),
+                                ref_tasks=np.where(pad, -1, ident), masked_code=n_oc,
+                                sizes=(int(b.block.max()) + 1, t_n, b.n_labels, n_oc + 1), sources=tuple(src),
+                                menu_changed=False).all()]
+    try:
+        transform_batch(cell, codes=b.codes, outcomes=b.outcomes, block=b.block, perms=b.perms, maps=b.maps)
+    except LawViolation as exc:
+        assert failing and exc.law == failing[0].value
+    else:
+        assert not failing

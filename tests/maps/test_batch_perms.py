@@ -64,3 +64,26 @@ def test_the_vectorized_draws_are_checked_against_numpy_and_fall_back_alike(monk
     monkeypatch.setattr(_batch, "vector_draws_match_numpy", lambda: False)
     slow = stream_perms(spec, ROLES, names, _padded(blocks))
     assert all(np.array_equal(fast[r], slow[r]) for r in ROLES)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(2, 9), min_size=0, max_size=3), st.integers(2, 60), st.integers(1, 9),
+       st.sampled_from([SlotLaw.DERANGEMENT, SlotLaw.PERMUTATION]), st.integers(0, 2**32))
+def test_stream_blocks_equal_block_by_block_draws(lead: list[int], n: int, tail: int, law: SlotLaw,
+                                                  seed: int) -> None:
+    """One stream's blocks drawn with the trailing equal-size run batched are ``draw_block`` block by block."""
+    from replaylens.maps import draw_block
+    from replaylens.maps._batch import _stream_blocks
+
+    sizes = [*lead, *([n] * tail)]
+    got = _stream_blocks(law, sizes, np.random.default_rng(seed))
+    g = np.random.default_rng(seed)
+    want = [draw_block(law, size, g) for size in sizes]
+    assert [p.tolist() for p in got] == [p.tolist() for p in want]
+    assert all(p.dtype == np.int64 for p in got)
+
+
+def test_batch_equals_stream_by_stream_at_bench_scale() -> None:
+    """48 streams of 4 blocks x 48 slots (bench/replay.py's shape: the per-stream generators' branch)."""
+    blocks = [np.repeat(np.arange(4), 48) for _ in range(48)]
+    _check(SlotSpec.from_seed(20261121), blocks)

@@ -97,3 +97,20 @@ def test_utilities_for_equals_the_evaluator_task_by_task() -> None:
             assert oracle[i] == code[sub.evaluator.oracle(f)]
             i += 1
     assert i == util.shape[0] == oracle.shape[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2), st.integers(-1, 4)), min_size=1, max_size=30),
+       st.booleans())
+def test_sorted_groups_equal_lexsort(rows: list[tuple[int, int, int]], wide: bool) -> None:
+    """One stable sort of the mixed-radix code (or, for keys too wide for it, the lexsort) orders the rows as
+    lexsort does, and marks the same group starts."""
+    from replaylens.replay._layout import _group_starts, _sorted_groups
+
+    keys = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
+    if wide:  # ranges beyond 62 bits together
+        keys = [k * (2**40) for k in keys]
+    order, new = _sorted_groups(keys)
+    want = np.lexsort(tuple(reversed(keys)))
+    assert order.tolist() == want.tolist()
+    assert new.tolist() == _group_starts(keys, want).tolist()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -128,8 +128,17 @@ def block_key_sums(records: RecordBatch, values: np.ndarray, mask: np.ndarray | 
 
     Entry [h, k] sums the positions t < cuts[h, k] (one bincount over segments, then a cumulative sum).
     """
-    cells = record_cells(records, mask)
-    return cell_sums(cells, np.asarray(values[cells.hi, cells.ti], dtype=np.float64))
+    h, k, b, n = records.n_histories, records.n_cuts, records.n_blocks, records.n_labels
+    size = h * k * b * n
+    # every position's flat (history, segment, block, label) cell, invisible ones sent to one spare cell:
+    # bincount then sums each cell's values in row-major (history, position) order, as record_cells lists them
+    seg = _segments(records.cuts, records.keys.shape[1])
+    seen = records.valid & (seg < k) if mask is None else records.valid & (seg < k) & mask
+    cell = ((np.arange(h)[:, None] * k + seg) * b + records.blocks) * n + records.keys
+    np.copyto(cell, size, where=~seen)
+    vals = np.asarray(values, dtype=np.float64)
+    per = np.bincount(cell.reshape(-1), weights=np.where(seen, vals, 0.0).reshape(-1), minlength=size + 1)
+    return np.cumsum(per[:size].reshape(h, k, b, n), axis=1)
 
 
 def block_key_reduce(records: RecordBatch, values: np.ndarray, ufunc: np.ufunc, fill: float,
@@ -180,6 +189,7 @@ class BlockLinearWriter:
     name: str = "block-linear"
     params: Mapping[str, Any] = field(default_factory=dict)
     invariant_to: tuple[str, ...] = ("rename",)
+    shares_label_maps: ClassVar[bool] = True  # per-label state: ρ-relabelled records give the ρ-relabelled state
 
     @property
     def commutative(self) -> bool:
@@ -229,19 +239,37 @@ class BlockLinearWriter:
         at0 = order[bounds[0]:bounds[1]]
         snaps.reshape(h * kc, b, n)[at0] = s.reshape(h, b, n)[at0 // kc]
         valid_t = np.ascontiguousarray(records.valid.T)
-        cell_t = np.ascontiguousarray((np.arange(h)[:, None] * b + records.blocks).T)
-        key_t = np.ascontiguousarray(records.keys.T)
-        inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
+        blk_t = np.ascontiguousarray(np.where(records.valid, records.blocks, 0).T)  # padding: any real block
         every = np.arange(h)
+        # flat (history, label) index of each position's key in an (H, n) array
+        key_t = np.ascontiguousarray((every[:, None] * n + np.maximum(records.keys, 0)).T)
+        inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
+        all_valid = np.all(valid_t, axis=1).tolist()
+        # each history's current block state is worked on in ``cur`` (H, n) and written back to ``s`` when the
+        # history moves to another block (switch) or a cut reads the states: per position the same float
+        # operations in the same order as updating ``s`` in place (decay, then add the increment)
+        switch = np.ones(t_n, dtype=bool)
+        switch[1:] = (blk_t[1:] != blk_t[:-1]).any(axis=1)
+        cur_blk = blk_t[0] if t_n else np.zeros(h, dtype=np.int64)
+        cur = s[every * b + cur_blk]
+        flat = cur.reshape(-1)
+        switches, edges = switch.tolist(), bounds.tolist()
         for t in range(t_n):
-            ok = valid_t[t]
-            rows = every if ok.all() else np.flatnonzero(ok)
-            if rows.size:
-                cell, key = cell_t[t, rows], key_t[t, rows]
-                s[cell] = d * s[cell]
-                s[cell, key] = s[cell, key] + inc_t[t, rows]
-            hit = order[bounds[t + 1]:bounds[t + 2]]
-            if hit.size:
+            if switches[t]:
+                s[every * b + cur_blk] = cur
+                cur_blk = blk_t[t]
+                cur = s[every * b + cur_blk]
+                flat = cur.reshape(-1)
+            if all_valid[t]:
+                cur *= d
+                flat[key_t[t]] += inc_t[t]
+            else:
+                rows = np.flatnonzero(valid_t[t])
+                cur[rows] *= d
+                flat[key_t[t, rows]] += inc_t[t, rows]
+            if edges[t + 2] > edges[t + 1]:  # cuts read after this position
+                hit = order[edges[t + 1]:edges[t + 2]]
+                s[every * b + cur_blk] = cur
                 snaps.reshape(h * kc, b, n)[hit] = s.reshape(h, b, n)[hit // kc]
         return snaps
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from enum import Enum
 
@@ -57,6 +58,13 @@ def choose_batch(scores: np.ndarray, menu: np.ndarray, rule: TieRule, labels: Se
                  first_seen: np.ndarray | None = None) -> np.ndarray:
     """Vectorized :func:`choose` for (Q, M) scores over (Q, M) menu codes (−1 = padding)."""
     s = np.where(menu >= 0, scores, -np.inf)
+    if rule is TieRule.FIRST_CANONICAL and 0 < s.shape[1] <= 16:  # a few columns: column by column, no row loops
+        cols = list(s.T)
+        best = functools.reduce(np.maximum, cols)
+        pos = np.zeros(s.shape[0], dtype=np.intp)
+        for j in range(len(cols) - 1, -1, -1):  # the first maximum (none, e.g. NaN: position 0, as argmax)
+            pos[cols[j] == best] = j
+        return menu[np.arange(menu.shape[0]), pos]
     top = s == s.max(axis=1, keepdims=True)
     if rule is TieRule.FIRST_CANONICAL:
         pos = np.argmax(top, axis=1)
@@ -67,4 +75,4 @@ def choose_batch(scores: np.ndarray, menu: np.ndarray, rule: TieRule, labels: Se
     else:
         fs = np.where(top, first_seen if first_seen is not None else 0.0, np.inf)
         pos = np.argmax(fs == fs.min(axis=1, keepdims=True), axis=1)
-    return np.take_along_axis(menu, pos[:, None], axis=1)[:, 0]
+    return menu[np.arange(menu.shape[0]), pos]

@@ -9,6 +9,7 @@ exactly by sorting combined int64 codes (block, values...) per row.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 import numpy as np
@@ -34,14 +35,26 @@ class Law(str, Enum):
 
 def _comb(*cols: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
     """Mixed-radix int64 code of several −1-padded integer columns (broadcast together)."""
-    out = np.zeros(np.broadcast_shapes(*(c.shape for c in cols)), dtype=np.int64)
+    shape = np.broadcast_shapes(*(c.shape for c in cols))
+    out = np.zeros(shape, dtype=np.int64)
     for c, size in zip(cols, sizes, strict=True):
-        out = out * (size + 1) + (c.astype(np.int64) + 1)
+        out *= size + 1
+        out += c.astype(np.int64, copy=False)
+        out += 1
     return out
 
 
-def _same_multiset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.all(np.sort(a, axis=-1) == np.sort(b, axis=-1), axis=-1)
+def _same_multiset(a: np.ndarray, b: np.ndarray, b_sorted: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+    """Per row (last axis): do ``a`` and ``b`` hold the same multiset?  Rows equal element by element are;
+    only the others are sorted and compared (``b_sorted``, when given, returns ``b`` sorted along its rows)."""
+    a, b = np.broadcast_arrays(a, b)
+    same = (a == b).all(axis=-1)
+    if same.all():
+        return same
+    rows = np.nonzero(~same)
+    other = b_sorted()[rows] if b_sorted is not None and b_sorted().shape == a.shape else np.sort(b[rows], axis=-1)
+    same[rows] = (np.sort(a[rows], axis=-1) == other).all(axis=-1)
+    return same
 
 
 def check_law(
@@ -58,11 +71,14 @@ def check_law(
     sizes: tuple[int, int, int, int],
     sources: tuple[np.ndarray, ...] = (),
     menu_changed: bool = False,
+    reference: dict[object, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Does each row satisfy ``law``?  Returns a boolean array over the leading axes of ``keys``.
 
     ``sizes`` = (n_blocks, n_tasks, n_labels, n_outcome_codes) bound the codes; ``sources`` are the
-    (S, T) source-position arrays the cell used (for block membership).
+    (S, T) source-position arrays the cell used (for block membership).  ``reference``, when given,
+    keeps the reference side's multiset codes per law (and them sorted) for the next call: pass one dict only to calls
+    with the same ``block``, ``ref_*`` arrays, ``sizes`` and ``keys`` shape (the cells of one batch).
     """
     nb, nt, nk, no = sizes
     lead = keys.shape[:-1]
@@ -75,34 +91,54 @@ def check_law(
     def per_row(ok: np.ndarray) -> np.ndarray:
         return np.broadcast_to(ok[:, None], lead) if three and ok.ndim == 1 else ok
 
+    def ref(make: Callable[[], np.ndarray]) -> np.ndarray:
+        if reference is None:
+            return make()
+        if law not in reference:
+            reference[law] = make()
+        return reference[law]
+
+    def ref_sorted() -> np.ndarray:  # only called after ref(...) stored this law's codes
+        assert reference is not None
+        key = (law, "sorted")
+        if key not in reference:
+            reference[key] = np.sort(reference[law], axis=-1)
+        return reference[key]
+
+    srt = ref_sorted if reference is not None else None
+
     if law is Law.BLOCK_MEMBERSHIP:
         ok = np.ones(block.shape[0], dtype=bool)
-        for src in sources:
-            ok &= np.all(np.take_along_axis(block, src, axis=-1) == block, axis=-1)
+        rows = np.arange(block.shape[0])[:, None]
+        for src in {id(x): x for x in sources}.values():  # a source used twice is checked once
+            ok &= (block[rows, src] == block).all(axis=-1)
         return per_row(ok)
     if law is Law.TASK_SLOTS:
-        return per_row(np.all(tasks == ref_tasks, axis=-1))
+        return per_row((tasks == ref_tasks).all(axis=-1))
     if law is Law.KEY_SEQUENCE:
-        return np.all(keys == ref_keys, axis=-1)
+        return (keys == ref_keys).all(axis=-1)
     if law is Law.OUTCOME_SEQUENCE:
-        return per_row(np.all(ocodes == ref_ocodes, axis=-1))
+        return per_row((ocodes == ref_ocodes).all(axis=-1))
     if law is Law.OUTCOMES_HIDDEN:
-        return per_row(np.all((ocodes == masked_code) | (block < 0), axis=-1))
+        return per_row(((ocodes == masked_code) | (block < 0)).all(axis=-1))
     if law is Law.MENU:
         return np.full(lead, not menu_changed)
     if law is Law.RECORD_COUNT:
         return _same_multiset(_comb(blk3, (keys >= 0).astype(np.int64), sizes=(nb, 1)),
-                              _comb(blk3, (ref_keys >= 0).astype(np.int64), sizes=(nb, 1)))
+                              ref(lambda: _comb(blk3, (ref_keys >= 0).astype(np.int64), sizes=(nb, 1))), srt)
     if law is Law.KEY_MULTISET:
-        return _same_multiset(_comb(blk3, keys, sizes=(nb, nk)), _comb(blk3, ref_keys, sizes=(nb, nk)))
+        return _same_multiset(_comb(blk3, keys, sizes=(nb, nk)), ref(lambda: _comb(blk3, ref_keys, sizes=(nb, nk))),
+                              srt)
     if law is Law.OUTCOME_MULTISET:
-        return per_row(_same_multiset(_comb(block, ocodes, sizes=(nb, no)), _comb(block, ref_ocodes, sizes=(nb, no))))
+        return per_row(_same_multiset(_comb(block, ocodes, sizes=(nb, no)),
+                                      ref(lambda: _comb(block, ref_ocodes, sizes=(nb, no))), srt))
     if law is Law.PAIR_MULTISET:
         return _same_multiset(_comb(blk3, keys, widen(ocodes), sizes=(nb, nk, no)),
-                              _comb(blk3, ref_keys, widen(ref_ocodes), sizes=(nb, nk, no)))
+                              ref(lambda: _comb(blk3, ref_keys, widen(ref_ocodes), sizes=(nb, nk, no))), srt)
     if law is Law.EVENT_MULTISET:
         return _same_multiset(_comb(blk3, widen(tasks), keys, widen(ocodes), sizes=(nb, nt, nk, no)),
-                              _comb(blk3, widen(ref_tasks), ref_keys, widen(ref_ocodes), sizes=(nb, nt, nk, no)))
+                              ref(lambda: _comb(blk3, widen(ref_tasks), ref_keys, widen(ref_ocodes),
+                                                sizes=(nb, nt, nk, no))), srt)
     raise ValueError(f"unknown law {law}")  # pragma: no cover
 
 

@@ -76,21 +76,120 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
         q_small = dq[np.repeat(small, g_count)]
         first = np.r_[0, np.cumsum(g_count[sel])][:-1]
         gen = VectorPCG64(*(x[sel] for x in states))
-        drawn = shuffle_draws(gen, first, first + g_count[sel], sizes[q_small], law is SlotLaw.DERANGEMENT)
-        _place(local, starts[q_small], sizes[q_small], drawn)
+        perms = shuffle_draws(gen, first, first + g_count[sel], sizes[q_small], law is SlotLaw.DERANGEMENT)
+        _place(local, starts[q_small], sizes[q_small], perms)
     rest = np.flatnonzero(~small)
-    if rest.size:  # numpy's own generator, seeded from the same state, block by block
-        bit = np.random.PCG64(0)
-        gr = np.random.Generator(bit)
-        hi, lo, inc_hi, inc_lo = (x.tolist() for x in states)
-        for g in rest.tolist():
-            bit.state = {"bit_generator": "PCG64", "state": {"state": (hi[g] << 64) | lo[g],
-                                                             "inc": (inc_hi[g] << 64) | inc_lo[g]},
-                         "has_uint32": 0, "uinteger": 0}
-            for q in dq[g_first[g] : g_first[g] + g_count[g]].tolist():  # every drawn block has 2+ slots
-                start, n = int(starts[q]), int(sizes[q])
-                local[start : start + n] = draw_block(law, n, gr) + start
+    if rest.size:  # numpy's own generator, seeded from the same state, stream by stream
+        _draw_with_numpy(law, states, rest, dq, g_first, g_count, sizes, starts, local)
     return local
+
+
+def _draw_with_numpy(law: SlotLaw, states: tuple[np.ndarray, ...], rest: np.ndarray, dq: np.ndarray,
+                     g_first: np.ndarray, g_count: np.ndarray, sizes: np.ndarray, starts: np.ndarray,
+                     local: np.ndarray) -> None:
+    """Draw streams ``rest`` (indices into the drawing streams' ``states``, ``g_first``, ``g_count``) with
+    numpy's own generator seeded from their PCG64 states, and place their blocks in ``local``.
+
+    Stream g draws its ``g_count[g]`` blocks, the groups ``dq[g_first[g]:g_first[g] + g_count[g]]`` (each of
+    2+ slots), in order.  Streams whose blocks all have one size n are drawn together per (n, block count):
+    each stream's candidate rows from one ``Generator.permuted`` call (row by row the draws of repeated
+    ``permutation(n)``), the fixed-point test of every candidate of every stream in one pass; a stream
+    without enough derangements among its candidates, and a stream with mixed sizes, is drawn on its own
+    (:func:`_stream_blocks`, from its state again).  Candidates past a stream's last block are left unused
+    (its generator draws nothing else).
+    """
+    bit = np.random.PCG64(0)
+    gen = np.random.Generator(bit)
+    hi, lo, inc_hi, inc_lo = (x.tolist() for x in states)
+
+    def seed(g: int) -> None:
+        bit.state = {"bit_generator": "PCG64", "state": {"state": (hi[g] << 64) | lo[g],
+                                                         "inc": (inc_hi[g] << 64) | inc_lo[g]},
+                     "has_uint32": 0, "uinteger": 0}
+
+    first, count = g_first[rest], g_count[rest]
+    size0 = sizes[dq[first]]
+    q_of = dq[np.repeat(first, count) + _ramp(count)]  # the groups of rest's streams, stream by stream
+    uniform = np.minimum.reduceat(sizes[q_of] == np.repeat(size0, count), np.r_[0, np.cumsum(count)[:-1]]) \
+        if count.size else np.zeros(0, dtype=bool)
+    done_q: list[np.ndarray] = []
+    done: list[np.ndarray] = []
+    single: list[int] = []
+    kinds = size0 * (int(count.max(initial=0)) + 1) + count
+    for kind in np.unique(kinds[uniform]).tolist():
+        members = np.flatnonzero(uniform & (kinds == kind))
+        n, b = int(size0[members[0]]), int(count[members[0]])
+        k = b if law is not SlotLaw.DERANGEMENT else 3 * b + 6  # ~e candidates per derangement
+        ramp = np.arange(n, dtype=np.int64)
+        cand = np.empty((members.size, k, n), dtype=np.int64)
+        cand[:] = ramp
+        for i, g in enumerate(rest[members].tolist()):
+            seed(g)
+            gen.permuted(cand[i], axis=1, out=cand[i])
+        if law is SlotLaw.DERANGEMENT:
+            ok = ~(cand == ramp).any(axis=2)
+            rank = np.cumsum(ok, axis=1)
+            enough = rank[:, -1] >= b
+            single.extend(rest[members[~enough]].tolist())
+            take = ok & (rank <= b) & enough[:, None]
+            chosen = cand[take]
+            members = members[enough]
+        else:
+            chosen = cand.reshape(-1, n)
+        done_q.append(dq[(first[members][:, None] + np.arange(b)).reshape(-1)])
+        done.append(chosen.reshape(-1))
+    single.extend(rest[~uniform].tolist())
+    size_list = sizes.tolist()
+    for g in single:
+        seed(g)
+        qs = dq[g_first[g] : g_first[g] + g_count[g]].tolist()
+        done_q.append(np.asarray(qs, dtype=np.int64))
+        done.append(np.concatenate(_stream_blocks(law, [size_list[q] for q in qs], gen)))
+    if done_q:
+        q_arr = np.concatenate(done_q)
+        at = np.repeat(starts[q_arr], sizes[q_arr])
+        local[at + _ramp(sizes[q_arr])] = np.concatenate(done) + at
+
+
+def _ramp(sizes: np.ndarray) -> np.ndarray:
+    """0, 1, ..., n−1 for every n in ``sizes``, concatenated."""
+    ends = np.cumsum(sizes)
+    return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(ends - sizes, sizes)
+
+
+def _stream_blocks(law: SlotLaw, sizes: list[int], gen: np.random.Generator) -> list[np.ndarray]:
+    """One stream's block permutations (sizes >= 2), in order: ``[draw_block(law, n, gen) for n in sizes]``.
+
+    The leading blocks are drawn one at a time; the trailing run of equal-size blocks is drawn from
+    ``gen.permuted`` on a stack of ``arange(n)`` rows, which draws row by row exactly as repeated
+    ``permutation(n)`` calls do (so a derangement, the first fixed-point-free candidate after the previous
+    block's, is the same one).  Candidates past the last block's are drawn and left unused: only valid
+    when ``gen`` is not used again afterwards (each (role, stream) generator draws one stream).
+    """
+    k = len(sizes)
+    n = sizes[-1]
+    lead = k - 1
+    while lead > 0 and sizes[lead - 1] == n:
+        lead -= 1
+    out = [draw_block(law, size, gen) for size in sizes[:lead]]
+    need = k - lead
+    ramp = np.arange(n, dtype=np.int64)
+    if law is not SlotLaw.DERANGEMENT:
+        out.extend(_shuffled_rows(gen, ramp, need))
+        return out
+    while need:
+        cand = _shuffled_rows(gen, ramp, 3 * need + 6)  # ~e candidates per derangement
+        ok = np.flatnonzero(~(cand == ramp).any(axis=1))[:need]
+        out.extend(cand[ok])
+        need -= ok.size
+    return out
+
+
+def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int) -> np.ndarray:
+    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array."""
+    buf = np.empty((rows, ramp.size), dtype=np.int64)
+    buf[:] = ramp
+    return gen.permuted(buf, axis=1, out=buf)
 
 
 def _per_stream(spec: SlotSpec, roles: Sequence[str], streams: Sequence[str],

@@ -48,7 +48,7 @@ def uniform_derangement(n: int, *, rng: RngLike, max_tries: int = 100_000) -> np
     ar = np.arange(n)
     for _ in range(max_tries):
         p = g.permutation(n)
-        if not np.any(p == ar):
+        if not (p == ar).any():
             return p.astype(np.int64)
     raise RuntimeError("derangement rejection sampler did not accept")  # pragma: no cover (p ≈ e^-1 per try)
 

@@ -9,6 +9,9 @@ The evaluator is applied afterwards (:func:`utilities_for`); agents never see it
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,8 +20,8 @@ import numpy as np
 
 from ..agents import Agent, FutureInput, PrefixPolicy, QueryBatch, RecordBatch, TaskInput
 from ..errors import AgentError, AgentRaised, ConfigError, LawViolation, ReplayLensError
-from ..interventions import TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
-from ..maps import stream_perm, stream_perms
+from ..interventions import Cell, TransformedBatch, cell_record, check_laws_plain, outcome_codes, transform_batch
+from ..maps import LabelMap, SlotSpec, stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
 from ._layout import query_layout, stream_decisions, task_layout
@@ -147,6 +150,8 @@ class _Shard:
 def _padded(sds: Sequence[StreamData], values: list[np.ndarray], t_n: int, fill: float, dtype: Any) -> np.ndarray:
     """Per-stream (T_i,) arrays as one (S, t_n) array, ``fill`` past each stream's end."""
     lengths = np.array([v.shape[0] for v in values], dtype=np.int64)
+    if values and bool((lengths == t_n).all()):  # no padding
+        return np.stack(values).astype(dtype, copy=False)
     out = np.full((len(sds), t_n), fill, dtype=dtype)
     if values:
         row = np.repeat(np.arange(len(sds)), lengths)
@@ -166,14 +171,16 @@ def _shard(plan: ReplayPlan, sds: Sequence[StreamData], *, before_maps: bool = F
     maps = np.arange(len(plan.labels), dtype=np.int64)[None, :] if before_maps else \
         np.stack([m.array for m in plan.maps])
     tf: dict[tuple[int, int], TransformedBatch] = {}
+    reference: dict[object, np.ndarray] = {}  # the aligned history's law codes, shared by every cell and draw
+    roles = tuple(r for r in ROLES if any(r in cell.roles for cell in plan.cells))  # each role draws on its own
     for d, spec in enumerate(plan.draws):
-        perms = stream_perms(spec, ROLES, [sd.name for sd in sds], blk)  # = stream_perm row by row
+        perms = stream_perms(spec, roles, [sd.name for sd in sds], blk) if roles else {}  # = stream_perm row by row
         for c, cell in enumerate(plan.cells):
             if not cell.roles and d > 0:
                 tf[(c, d)] = tf[(c, 0)]
                 continue
             tf[(c, d)] = transform_batch(cell, codes=codes, outcomes=outs, block=blk, perms=perms, maps=maps,
-                                         check=plan.check_laws, ocodes=ocodes, n_ocodes=n_oc)
+                                         check=plan.check_laws, ocodes=ocodes, n_ocodes=n_oc, reference=reference)
     return _Shard(tuple(sds), blk, tf)
 
 
@@ -393,29 +400,32 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     bg = _padded(sds, [sd.block_global for sd in sds], t_n, 0, np.int64)
     # ---- tasks and queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant
     # agent is asked one representative task per (prefix, stratum, menu) of each stream; others every task.
+    all_block = np.concatenate([sd.stratum_code for sd in sds])
+    all_menu = np.concatenate([sd.menus for sd in sds])
     lay = task_layout(np.array([len(sd.futures) for sd in sds], dtype=np.int64),
-                      np.concatenate([sd.prefix for sd in sds]), np.concatenate([sd.stratum_code for sd in sds]),
-                      np.concatenate([sd.menus for sd in sds]), dedupe=agent.task_invariant and not agent.stochastic)
+                      np.concatenate([sd.prefix for sd in sds]), all_block, all_menu,
+                      dedupe=agent.task_invariant and not agent.stochastic)
     keys_r = keys.reshape(shape)
-    task_names = np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds]).tolist()
+    task_names = _record_tasks(sds)
     records = RecordBatch(
         keys=keys_r, outcomes=np.broadcast_to(outs[:, :, :, None, :], keys.shape).reshape(shape),
         blocks=np.repeat(bg, shape[0] // s_n, axis=0),
         tasks=np.broadcast_to(tk[:, :, :, None, :], keys.shape).reshape(shape),
         valid=keys_r >= 0, cuts=np.repeat(lay.cuts, shape[0] // s_n, axis=0), labels=plan.labels, block_names=blocks,
-        task_names=tuple(map(str, task_names)))
+        task_names=task_names)
     maps = np.stack([m.array for m in plan.maps])
     inv = np.stack([m.inverse.array for m in plan.maps])
     menu_map = np.array([cell.menu_map for cell in plan.cells])
-    cc, dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
+    cc, _dd, mm = (g.reshape(-1) for g in np.indices((c_n, d_n, m_n)))
     ql = query_layout(lay, cdm, p_n)
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
     q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
-    all_block = np.concatenate([sd.stratum_code for sd in sds])
-    all_menu = np.concatenate([sd.menus for sd in sds])
     base_menu = all_menu[q_task]
-    shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
-    menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    if menu_map.any():
+        shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
+        menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
+    else:  # no cell relabels the menu
+        menu = base_menu
     history_map = np.array([cell.history_map for cell in plan.cells])
     # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
     # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
@@ -423,21 +433,25 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     sub: slice | np.ndarray = slice(None)
     drop = None
     if shared and not agent.stochastic and m_n > 1:
-        drop = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
-        sub = np.flatnonzero(~drop)
+        twins = ~(history_map | menu_map)[cc[q_f]] & (mm[q_f] > 0)
+        if twins.any():
+            drop, sub = twins, np.flatnonzero(~twins)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
-    future_names = tuple(f.task for sd in sds for f in sd.futures)
-    combos = np.array([combo_key(plan.rng, plan.cells[c], plan.maps[m], plan.draws[d])
-                       for c, d, m in zip(cc.tolist(), dd.tolist(), mm.tolist(), strict=True)], dtype=np.uint64)
+    future_names = tuple(itertools.chain.from_iterable(map(_TASK, sd.futures) for sd in sds))
+    combos = _combo_keys(plan.rng, plan.cells, plan.draws, plan.maps)
     tkeys = np.zeros(len(future_names), dtype=np.uint64)   # the keys of the asked tasks only
     tkeys[lay.asked] = task_keys([future_names[i] for i in lay.asked.tolist()])
     seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
                         ql.repeat[sub])
     state_labels = None
     if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
-        state_labels = np.where(history_map[cc[q_f]][:, None] & (menu >= 0), inv[mm[q_f][:, None], menu],
-                                menu)[sub]
+        # ρ⁻¹ with one more column that keeps the padding code −1 (a menu entry −1 reads that last column)
+        inv_pad = np.concatenate([inv, np.full((m_n, 1), -1, dtype=inv.dtype)], axis=1)
+        if history_map.all():
+            state_labels = inv_pad[mm[q_f][:, None], menu][sub]
+        else:
+            state_labels = np.where(history_map[cc[q_f]][:, None], inv_pad[mm[q_f][:, None], menu], menu)[sub]
     queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
                          seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
                          task_names=future_names, state_labels=state_labels)
@@ -452,15 +466,42 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         got[sub] = asked
         twin = np.flatnonzero(drop)
         got[twin] = got[twin - mm[q_f[twin]] * (lay.asked_per_stream[q_stream[twin]] * p_n)]
-    ok = (got >= 0) & (menu == got[:, None]).any(axis=1)
+    ok = (got >= 0) & functools.reduce(np.logical_or, [col == got for col in menu.T], np.zeros(got.shape, bool))
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
                          f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
-    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got)
+    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got) if menu_map.any() else got
+    # the histories and queries are no longer needed: freed before the (large) decision arrays are built
+    del records, queries, keys, keys_r, outs, tasks, tk, bg, base_menu, menu, state_labels, seeds, asked, got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
+
+
+_TASK = operator.attrgetter("task")
+
+
+def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
+    """Every record's task id, stream by stream (one slice when the streams are consecutive rows of one history)."""
+    h = sds[0].history
+    consecutive = all(sd.history is h and sd.rows.step in (None, 1) for sd in sds) and \
+        all(a.rows.stop == b.rows.start for a, b in itertools.pairwise(sds))
+    col = np.asarray(h.task[sds[0].rows.start : sds[-1].rows.stop]) if consecutive else \
+        np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds])
+    names = col.tolist()
+    return tuple(names) if col.dtype.kind == "U" else tuple(map(str, names))
+
+
+@functools.lru_cache(maxsize=64)
+def _combo_keys(mode: str, cells: tuple[Cell, ...], draws: tuple[SlotSpec, ...],
+                maps: tuple[LabelMap, ...]) -> np.ndarray:
+    """:func:`combo_key` of every (cell, draw, map), cell-major (a read-only array; a pure function of
+    frozen values, so it is cached)."""
+    out = np.array([combo_key(mode, cell, rho, spec) for cell in cells for spec in draws for rho in maps],
+                   dtype=np.uint64)
+    out.flags.writeable = False
+    return out
 
 
 def shares_label_maps(agent: Agent) -> bool:

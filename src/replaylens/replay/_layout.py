@@ -41,6 +41,27 @@ def _group_starts(keys: list[np.ndarray], order: np.ndarray) -> np.ndarray:
     return new
 
 
+def _sorted_groups(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (one value of each key per row) in ``np.lexsort(tuple(reversed(keys)))`` order (the first key
+    primary; stable), and :func:`_group_starts` of that order: from one stable sort of a mixed-radix int64
+    code of the keys when their ranges fit in 62 bits (equal codes = equal rows), else the lexsort."""
+    if not keys[0].size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    lows = [int(k.min()) for k in keys]
+    spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows, strict=True)]
+    if float(np.prod([float(x) for x in spans])) >= 2.0**62:
+        order = np.lexsort(tuple(reversed(keys)))
+        return order, _group_starts(keys, order)
+    code = np.zeros(keys[0].shape[0], dtype=np.int64)
+    for k, lo, span in zip(keys, lows, spans, strict=True):
+        code *= span
+        code += k
+        code -= lo
+    order = np.argsort(code, kind="stable")
+    ordered = code[order]
+    return order, np.r_[True, ordered[1:] != ordered[:-1]]
+
+
 def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.ndarray, menus: np.ndarray,
                 *, dedupe: bool) -> TaskLayout:
     """Cuts and asked tasks of S streams whose N tasks (stream by stream) have ``prefix`` (N,),
@@ -50,8 +71,7 @@ def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.nd
     sid = np.repeat(np.arange(s_n, dtype=np.int64), tasks_per_stream)
     first_task = np.r_[0, np.cumsum(tasks_per_stream)][:-1].astype(np.int64)
     # cuts: distinct (stream, prefix), ascending
-    order = np.lexsort((prefix, sid))
-    new = _group_starts([sid, prefix], order)
+    order, new = _sorted_groups([sid, prefix])
     gid = np.cumsum(new) - 1
     cut_of = np.empty(n, dtype=np.int64)
     per_stream = np.bincount(sid[order][new], minlength=s_n)
@@ -70,8 +90,7 @@ def task_layout(tasks_per_stream: np.ndarray, prefix: np.ndarray, stratum: np.nd
         return TaskLayout(s_n, tasks_per_stream, cuts, cut_of, np.arange(n, dtype=np.int64),
                           tasks_per_stream.astype(np.int64), np.arange(n, dtype=np.int64) - first_task[sid])
     keys = [sid, prefix, stratum, *(menus[:, c] for c in range(menus.shape[1]))]
-    order = np.lexsort(tuple(reversed(keys)))  # stable: the first task of each context leads its group
-    new = _group_starts(keys, order)
+    order, new = _sorted_groups(keys)  # stable: the first task of each context leads its group
     gid = np.cumsum(new) - 1
     asked = order[new]
     asked_per_stream = np.bincount(sid[asked], minlength=s_n)
@@ -128,8 +147,12 @@ def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
         back = lay.back[first_task[members][:, None] + np.arange(j)]
         if j == a and (back == np.arange(j)).all():
             out = np.ascontiguousarray(blk)
+        elif (back == back[0]).all():  # the same asked task for every task index: one gather for the group
+            out = blk[..., back[0]]
         else:
-            out = np.take_along_axis(blk, back[:, None, None, None, None, :], axis=5)
+            for i, s_i in enumerate(members.tolist()):
+                results[s_i] = blk[i][..., back[i]]
+            continue
         for i, s_i in enumerate(members.tolist()):
             results[s_i] = out[i]
     return results

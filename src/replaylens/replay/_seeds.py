@@ -87,5 +87,8 @@ def query_seeds(seed: int, mode: str, streams: Sequence[str], combos: np.ndarray
     """:func:`decision_seeds` for a batch of queries as one array (same arithmetic, same bytes): query q
     reads stream ``streams[q_stream[q]]``, (cell, map, draw) key ``combos[q_combo[q]]``
     (:func:`combo_key`), task key ``q_task[q]`` (:func:`task_keys`) and repeat ``q_repeat[q]``."""
-    skeys = np.array([stream_key(seed, s) for s in streams], dtype=_U)
-    return _finish(skeys[q_stream], np.asarray(combos, dtype=_U)[q_combo], q_task.astype(_U), q_repeat)
+    skeys = mix64(_U(seed) ^ stable_ints([f"stream:{s}" for s in streams]))  # stream_key of every stream
+    combos = np.asarray(combos, dtype=_U)
+    # _finish's first mix, mix64(stream key ^ combo key), once per (stream, combination)
+    first = mix64(skeys[:, None] ^ combos[None, :]).reshape(-1)[q_stream * combos.shape[0] + q_combo]
+    return mix64(mix64(first ^ q_task.astype(_U)) ^ (q_repeat.astype(_U) + _U(1)))
