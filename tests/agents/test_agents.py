@@ -118,6 +118,21 @@ def test_paths_agree_on_random_histories(name: str, inputs, seed: int) -> None:
     assert np.array_equal(a.actions, r.actions)
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inputs=_audit_inputs(), seed=hs.integers(0, 50), decay=hs.sampled_from([0.3, 0.9]))
+def test_all_keys_writer_with_decay_agrees_on_both_paths(inputs, seed: int, decay: float) -> None:
+    """One accumulator for every label, decayed per record (no built-in writer combines the two)."""
+    h, f, e = inputs
+    from replaylens.agents import BlockLinearWriter
+
+    agent = BlockLinearWriter(lambda u: 1.0 + 0.01 * np.where(np.isnan(u), 0.0, u - 0.5), decay=decay,
+                              all_keys=True, name="all-keys-decay").agent()
+    kw = {"cells": "all", "draws": 2, "seed": seed}
+    a = replay(h, f, e, agent, path="array", **kw)
+    r = replay(h, f, e, agent, path="reference", **kw)
+    assert np.array_equal(a.actions, r.actions)
+
+
 # --------------------------------------------------------------------------- exact laws on the bandit
 
 

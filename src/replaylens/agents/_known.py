@@ -241,8 +241,10 @@ class BlockLinearWriter:
         valid_t = np.ascontiguousarray(records.valid.T)
         blk_t = np.ascontiguousarray(np.where(records.valid, records.blocks, 0).T)  # padding: any real block
         every = np.arange(h)
-        # flat (history, label) index of each position's key in an (H, n) array
-        key_t = np.ascontiguousarray((every[:, None] * n + np.maximum(records.keys, 0)).T)
+        # flat (history, label) index of each position's key in an (H, n) array; ``all_keys``: every record adds
+        # to label 0's entry (the reference's one "\x00all" accumulator), read for every label at the end
+        keys = np.zeros_like(records.keys) if self.all_keys else np.maximum(records.keys, 0)
+        key_t = np.ascontiguousarray((every[:, None] * n + keys).T)
         inc_t = np.ascontiguousarray(np.asarray(inc, dtype=np.float64).T)
         all_valid = np.all(valid_t, axis=1).tolist()
         # each history's current block state is worked on in ``cur`` (H, n) and written back to ``s`` when the
@@ -271,6 +273,8 @@ class BlockLinearWriter:
                 hit = order[edges[t + 1]:edges[t + 2]]
                 s[every * b + cur_blk] = cur
                 snaps.reshape(h * kc, b, n)[hit] = s.reshape(h, b, n)[hit // kc]
+        if self.all_keys:
+            return np.broadcast_to(snaps[..., :1], snaps.shape)
         return snaps
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
