@@ -122,10 +122,9 @@ def _draw_with_numpy(law: SlotLaw, states: tuple[np.ndarray, ...], rest: np.ndar
         k = b if law is not SlotLaw.DERANGEMENT else 3 * b + 6  # ~e candidates per derangement
         ramp = np.arange(n, dtype=np.int64)
         cand = np.empty((members.size, k, n), dtype=np.int64)
-        cand[:] = ramp
         for i, g in enumerate(rest[members].tolist()):
             seed(g)
-            gen.permuted(cand[i], axis=1, out=cand[i])
+            _shuffled_rows(gen, ramp, k, out=cand[i])
         if law is SlotLaw.DERANGEMENT:
             ok = ~(cand == ramp).any(axis=2)
             rank = np.cumsum(ok, axis=1)
@@ -185,9 +184,11 @@ def _stream_blocks(law: SlotLaw, sizes: list[int], gen: np.random.Generator) -> 
     return out
 
 
-def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int) -> np.ndarray:
-    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array."""
-    buf = np.empty((rows, ramp.size), dtype=np.int64)
+def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int, out: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array (written into
+    ``out``, a C-contiguous ``(rows, ramp.size)`` int64 array, when given)."""
+    buf = np.empty((rows, ramp.size), dtype=np.int64) if out is None else out
     buf[:] = ramp
     return gen.permuted(buf, axis=1, out=buf)
 

@@ -274,21 +274,14 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     table, kind = _arrow_table(p, fmt, "outcome")
     cols = None if table is None else _history_columns(table)
     del table
-    _release_arrow()   # the file's table goes before the history is built from its columns
+    release_freed_memory()   # the file's table goes before the history is built from its columns
     if cols is not None:
         history = _history_of(cols, str(p), "row" if kind == "parquet" else "line")
         del cols
-        _release_arrow()
+        release_freed_memory()
         return history
     t = read_raw(p, fmt)
     return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
-
-
-def _release_arrow() -> None:
-    """Give the memory of a file's arrow table (freed once its columns are encoded) and of the decoding's
-    temporaries back to the system: the allocators keep freed pages for reuse, which would count in the
-    audit's peak."""
-    release_freed_memory()
 
 
 def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
@@ -312,7 +305,7 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
     if fast is not None:
         del table
-        _release_arrow()
+        release_freed_memory()
         return fast
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
@@ -368,13 +361,13 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     table, _ = _arrow_table(p, fmt, "utility")
     cols = None if table is None else _evaluator_columns(table)
     del table
-    _release_arrow()   # before the table's index is built: the file's text is encoded by now
+    release_freed_memory()   # before the table's index is built: the file's text is encoded by now
     if cols is not None:
         (s_words, t_words, k_words), codes, util = cols
         del cols
         evaluator = Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=str(p))
         del codes, util
-        _release_arrow()
+        release_freed_memory()
         return evaluator
     t = read_raw(p, fmt)
     return evaluator_from_rows(t.rows, t.source, t.lines, t.typed)
