@@ -24,7 +24,8 @@ from replaylens.records import (
     write_evaluator,
 )
 from replaylens.records._coded_table import CodedTable
-from replaylens.records._history import _joined_text, future_dict
+from replaylens.records._futures import future_dict
+from replaylens.records._history import _joined_text
 
 WORDS = st.sampled_from(["a", "b", "c", "dd", "é", "x y"])
 
@@ -160,11 +161,21 @@ def test_coded_table_values_and_chunked_document(rows: list[tuple[str, str, str,
     ref, got = _dict_table(rows), _coded(rows)
     pairs = list(ref)
     menus = [tuple(reversed(list(ref[p]))) for p in pairs]
-    assert got.values_at(pairs, menus).tolist() == [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
+    streams = sorted({s for s, _ in pairs})
+    code = np.array([streams.index(s) for s, _ in pairs], dtype=np.int64)
+    g = got.rows_for(streams, code, np.array([t for _, t in pairs], dtype=object))
+    assert g.tolist() == list(range(len(pairs)))   # every task has its row, in iteration order
+    assert got.values_at(g, menus, np.arange(len(menus))).tolist() == \
+        [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
+    assert got.first_uncovered(g, menus, np.arange(len(menus))) == (-1, None)
     with pytest.raises(KeyError):
-        got.values_at([pairs[0]], [("not a key",)])
+        got.values_at(g[:1], [("not a key",)], np.zeros(1, dtype=np.int64))
+    assert got.first_uncovered(g[:1], [("not a key",)], np.zeros(1, dtype=np.int64)) == (0, "not a key")
+    missing = got.rows_for(["zz"], np.zeros(1, dtype=np.int64), np.array(["zz"], dtype=object))
+    assert missing.tolist() == [-1]
     with pytest.raises(KeyError):
-        got.values_at([("zz", "zz")], [menus[0]])
+        got.values_at(missing, [menus[0]], np.zeros(1, dtype=np.int64))
+    assert got.first_uncovered(missing, [menus[0]], np.zeros(1, dtype=np.int64)) == (0, None)
     payload = json.dumps({f"{s}\x1f{t}": dict(v) for (s, t), v in sorted(ref.items())}, sort_keys=True,
                          separators=(",", ":"))
     assert b"".join(got.json_document(chunk)) == payload.encode()

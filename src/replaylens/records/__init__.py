@@ -1,7 +1,8 @@
 """Typed histories, future task sets and evaluators, with validated IO (``docs/guide/schema.md``)."""
 
 from ._columns import Field, read_raw
-from ._history import Evaluator, FutureTask, FutureTasks, History, Record, block_name
+from ._futures import FutureColumns, FutureRows, FutureTask, FutureTasks
+from ._history import Evaluator, History, Record, block_name
 from ._io import (
     EVALUATOR_FIELDS,
     FUTURE_FIELDS,
@@ -24,6 +25,8 @@ __all__ = [
     "HISTORY_FIELDS",
     "Evaluator",
     "Field",
+    "FutureColumns",
+    "FutureRows",
     "FutureTask",
     "FutureTasks",
     "History",

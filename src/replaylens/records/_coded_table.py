@@ -9,7 +9,7 @@ a read-only ``Mapping`` with exactly the keys, order and values of the nested di
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str
 
 import numpy as np
@@ -51,6 +51,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         for g, (a, b) in enumerate(zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)):
             index.setdefault(streams[a], {})[tasks[b]] = g
         self._index = index
+        self._last_rows: tuple[Sequence[str], np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _row(self, g: int) -> dict[str, float]:
         a, b = int(self._start[g]), int(self._start[g + 1])
@@ -78,34 +79,43 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def __len__(self) -> int:
         return int(self._g_stream.size)
 
-    def _encoded(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-        """The asked tasks and menus on codes: each task's row (-1: none), each menu's length, the menu actions'
-        key codes concatenated (-1: a key no row has), every stored (row, key) as ``row * width + key``, and
-        ``width``."""
-        n = len(pairs)
-        index = self._index
-        g = np.fromiter((index.get(s, {}).get(t, -1) for s, t in pairs), dtype=np.int64, count=n)
+    def rows_for(self, streams: Sequence[str], stream: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+        """The row number of each task (``streams[stream[i]]``, ``tasks[i]``) in iteration order (−1: none);
+        the answer for the last arguments is kept (an audit asks for the same future-task columns three times:
+        checking coverage, strictness and the utilities)."""
+        last = self._last_rows
+        if last is not None and last[0] is streams and last[1] is stream and last[2] is tasks:
+            return last[3]
+        inner = [self._index.get(s, {}) for s in streams]
+        g = np.fromiter((inner[a].get(t, -1) for a, t in zip(stream.tolist(), tasks.tolist(), strict=True)),
+                        dtype=np.int64, count=int(stream.shape[0]))
+        g.flags.writeable = False
+        self._last_rows = (streams, stream, tasks, g)
+        return g
+
+    def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Tasks with menus ``menus[menu[i]]`` on codes: each task's menu length, the menu actions' key codes
+        concatenated (−1: a key no row has), every stored (row, key) as ``row * width + key``, and ``width``."""
         k_pos = {k: j for j, k in enumerate(self._keys)}
-        menu_id: dict[tuple[str, ...], int] = {}
-        m = np.fromiter((menu_id.setdefault(x, len(menu_id)) for x in menus), dtype=np.int64, count=n)
-        m_len = np.array([len(x) for x in menu_id], dtype=np.int64)
-        table = np.full((len(menu_id), int(m_len.max(initial=0))), -1, dtype=np.int64)   # one row per menu
-        for j, x in enumerate(menu_id):
+        m_len = np.array([len(x) for x in menus], dtype=np.int64)
+        table = np.full((len(menus), int(m_len.max(initial=0))), -1, dtype=np.int64)   # one row per menu
+        for j, x in enumerate(menus):
             table[j, : len(x)] = [k_pos.get(a, -1) for a in x]
-        lens = m_len[m]
+        lens = m_len[menu]
         width = len(self._keys) + 1
         # each task's menu codes, concatenated in task order (row-major over the padded rows)
-        want_k = table[m][np.arange(table.shape[1]) < lens[:, None]]
+        want_k = table[menu][np.arange(table.shape[1]) < lens[:, None]]
         have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
-        return g, lens, want_k, have, width
+        return lens, want_k, have, width
 
-    def first_uncovered(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> tuple[int, str | None]:
-        """The first task (``pairs[i]`` = (stream, task), menu ``menus[i]``) without a row (``(i, None)``) or
-        with a menu action the row lacks (``(i, action)``, the first such action in menu order); ``(-1, None)``
-        when every task is covered."""
-        g, lens, want, have, width = self._encoded(pairs, menus)
-        task_of = np.repeat(np.arange(len(pairs), dtype=np.int64), lens)
+    def first_uncovered(self, g: np.ndarray, menus: Sequence[tuple[str, ...]], menu: np.ndarray
+                        ) -> tuple[int, str | None]:
+        """The first task (row ``g[i]``, see :meth:`rows_for`; menu ``menus[menu[i]]``) without a row
+        (``(i, None)``) or with a menu action the row lacks (``(i, action)``, the first such action in menu
+        order); ``(-1, None)`` when every task is covered."""
+        lens, want, have, width = self._encoded(menus, menu)
+        task_of = np.repeat(np.arange(g.shape[0], dtype=np.int64), lens)
         ok = (want >= 0) & np.isin(g[task_of] * width + want, have)
         bad = np.r_[np.flatnonzero(g < 0), task_of[~ok & (g[task_of] >= 0)]]
         if bad.size == 0:
@@ -114,13 +124,13 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         if g[i] < 0:
             return i, None
         row = self._row(int(g[i]))
-        return i, next(a for a in menus[i] if a not in row)
+        return i, next(a for a in menus[int(menu[i])] if a not in row)
 
-    def values_at(self, pairs: list[tuple[str, str]], menus: list[tuple[str, ...]]) -> np.ndarray:
-        """``[self[p][a] for p, m in zip(pairs, menus) for a in m]`` as one float array, looked up on codes (a
-        key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` for a missing
-        task or action, like the row lookup."""
-        g, lens, want_k, have, width = self._encoded(pairs, menus)
+    def values_at(self, g: np.ndarray, menus: Sequence[tuple[str, ...]], menu: np.ndarray) -> np.ndarray:
+        """``[row(g[i])[a] for i in tasks for a in menus[menu[i]]]`` as one float array, looked up on codes (a
+        key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` naming the first
+        task position without a row or the first missing action, like the row lookup."""
+        lens, want_k, have, width = self._encoded(menus, menu)
         rows = np.repeat(g, lens)
         want = rows * width + want_k
         order = np.argsort(have, kind="stable")   # file order kept among equal (task, key) rows
@@ -130,8 +140,8 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         if not ok.all():
             bad = int(np.flatnonzero(~ok)[0])
             i = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
-            raise KeyError(pairs[i] if g[i] < 0 else menus[i][bad - int(lens[:i].sum())])
-        return self._u[order][at]
+            raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(lens[:i].sum())])
+        return np.asarray(self._u[order][at])
 
     def json_document(self, chunk: int = 65536) -> Iterator[bytes]:
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces

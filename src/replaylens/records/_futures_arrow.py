@@ -1,22 +1,21 @@
 """Columnar fast path for a plainly valid future-task table (Parquet or JSONL read by pyarrow).
 
 Text columns are dictionary-encoded, the per-stratum task index and the canonical order are computed on
-integer codes, and menus are shared tuples; only the :class:`FutureTask` records themselves are built per
-row.  Anything that the row reader would transform or reject (whitespace to trim, empty labels, nulls,
-duplicates, metadata) makes this return ``None``, and the row reader then runs with its usual messages,
-so both give the same tasks in the same order.
+integer codes, and the result is kept as :class:`FutureColumns` (no object per task).  Anything that the
+row reader would transform or reject (whitespace to trim, empty labels, nulls, duplicates, metadata) makes
+this return ``None``, and the row reader then runs with its usual messages, so both give the same tasks in
+the same order.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
 
-from ._arrow_rows import is_text, text_codes
+from ._arrow_rows import ascii_text_array, is_text, text_codes
 from ._codes import has_duplicates
-from ._history import FutureTask, FutureTasks
+from ._futures import FutureColumns, FutureTasks, text_array
 
 __all__ = ["futures_from_arrow"]
 
@@ -37,6 +36,39 @@ def _codes(table: Any, name: str) -> tuple[list[str], np.ndarray] | None:
     return (vocab, codes) if _clean(vocab) else None
 
 
+#: the ASCII characters ``str.strip`` removes
+_ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8)
+
+
+def _distinct_ascii_ids(col: Any, n: int) -> np.ndarray | None:
+    """A task-id column of ``n`` distinct, non-empty plain-ASCII values that ``str.strip`` keeps as they are, as
+    fixed-width text laid out from the arrow buffers (no ``str`` per value); ``None`` otherwise."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not is_text(col.type) or col.null_count:
+        return None
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    if any(not pa.types.is_string(c.type) for c in chunks):
+        return None
+    if pc.count_distinct(col).as_py() != n:
+        return None
+    laid = ascii_text_array(col)
+    if laid is None:
+        return None
+    for c in chunks:   # ASCII (checked by the layout): the first and last byte tell whether strip() changes it
+        offsets = np.frombuffer(c.buffers()[1], dtype=np.int32)[c.offset : c.offset + len(c) + 1].astype(np.int64)
+        lengths = np.diff(offsets)
+        if (lengths == 0).any():
+            return None
+        buf = c.buffers()[2]
+        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, dtype=np.uint8)
+        ends = np.r_[data[offsets[:-1]], data[offsets[1:] - 1]] if lengths.size else data[:0]
+        if np.isin(ends, _ASCII_SPACE).any():
+            return None
+    return laid
+
+
 def _first_rank(key: np.ndarray) -> np.ndarray:
     """Rank of each row's key by the key's first appearance (0 for the first key seen)."""
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
@@ -45,7 +77,8 @@ def _first_rank(key: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
-def _menus(table: Any, n: int) -> list[tuple[str, ...]] | None:
+def _menus(table: Any, n: int) -> tuple[tuple[tuple[str, ...], ...], np.ndarray] | None:
+    """The distinct menus (first-appearance order) and each row's menu code, or ``None``."""
     import pyarrow as pa
 
     col = table.column("menu")
@@ -67,10 +100,23 @@ def _menus(table: Any, n: int) -> list[tuple[str, ...]] | None:
     row = np.repeat(np.arange(n, dtype=np.int64), lengths)
     if has_duplicates(row * max(len(vocab), 1) + codes):
         return None  # a label repeated within a menu
-    words = [vocab[c] for c in codes.tolist()]
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-    bounds = offsets.tolist()
-    return [shared.setdefault(m, m) for m in (tuple(words[a:b]) for a, b in itertools.pairwise(bounds))]
+    # distinct menus through their code sequences (a menu is its labels' codes, padded to the widest)
+    width = int(lengths.max())
+    padded = np.full((n, width), -1, dtype=np.int64)
+    padded[row, np.arange(codes.size) - np.repeat(offsets[:-1], lengths)] = codes
+    base = len(vocab) + 1
+    if width * np.log2(base) < 62:   # a menu as one integer: its codes (+1) as digits in base |vocab| + 1
+        key = np.zeros(n, dtype=np.int64)
+        for j in range(width):
+            key = key * base + (padded[:, j] + 1)
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(padded, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")                 # distinct menus by first appearance
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[order] = np.arange(first.size)
+    menus = tuple(tuple(vocab[c] for c in padded[first[j]].tolist() if c >= 0) for j in order.tolist())
+    return menus, rank[inverse.reshape(-1)]
 
 
 def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
@@ -81,8 +127,10 @@ def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
         return None
     if "metadata" in names and table.column("metadata").null_count != n:
         return None
-    cols = {name: _codes(table, name) for name in ("stream", "family", "context", "task")}
-    feeds: list[tuple[str, str] | None] = [None] * n
+    ids = _distinct_ascii_ids(table.column("task"), n)   # the usual case: no per-value str, no duplicate
+    cols = {name: _codes(table, name) for name in ("stream", "family", "context", *(("task",) if ids is None else ()))}
+    feed_names: tuple[tuple[str, str], ...] = ()
+    feed = np.full(n, -1, dtype=np.int64)
     if names & {"feeds_family", "feeds_context"}:
         if not {"feeds_family", "feeds_context"} <= names:
             return None
@@ -93,14 +141,22 @@ def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
         vc, cc = text_codes(fc)
         if not (_clean(vf) and _clean(vc)) or ((cf < 0) != (cc < 0)).any():
             return None
-        feeds = [None if a < 0 else (vf[a], vc[b]) for a, b in zip(cf.tolist(), cc.tolist(), strict=True)]
+        pair = np.where(cf < 0, -1, cf * max(len(vc), 1) + cc)
+        used = np.unique(pair[pair >= 0])
+        feed_names = tuple((vf[p // max(len(vc), 1)], vc[p % max(len(vc), 1)]) for p in used.tolist())
+        feed = np.where(pair < 0, -1, np.searchsorted(used, pair))
     menus = _menus(table, n)
-    stream, family, context, task = (cols[k] for k in ("stream", "family", "context", "task"))
-    if menus is None or stream is None or family is None or context is None or task is None:
+    stream, family, context = (cols[k] for k in ("stream", "family", "context"))
+    task = cols.get("task")
+    if menus is None or stream is None or family is None or context is None or (ids is None and task is None):
         return None
-    (s_vocab, s), (f_vocab, f), (c_vocab, c), (t_vocab, t) = stream, family, context, task
-    if has_duplicates(s * len(t_vocab) + t):
-        return None  # a duplicate (stream, task): the row reader names it
+    (s_vocab, s), (f_vocab, f), (c_vocab, c) = stream, family, context
+    if ids is None:
+        assert task is not None
+        t_vocab, t = task
+        if has_duplicates(s * len(t_vocab) + t):
+            return None  # a duplicate (stream, task): the row reader names it
+        ids = text_array(t_vocab)[t]
     stratum = (s * len(f_vocab) + f) * len(c_vocab) + c
     # index: order of appearance within (stream, family, context)
     order = np.argsort(stratum, kind="stable")
@@ -111,9 +167,9 @@ def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
     index[order] = run
     # canonical order: stream first appearance, then stratum first appearance, then index
     canon = np.lexsort((index, _first_rank(stratum), _first_rank(s)))
-    tasks = tuple(
-        FutureTask(s_vocab[a], f_vocab[b], c_vocab[d], t_vocab[e], menus[i], x, feeds[i], None)
-        for i, a, b, d, e, x in zip(canon.tolist(), s[canon].tolist(), f[canon].tolist(), c[canon].tolist(),
-                                    t[canon].tolist(), index[canon].tolist(), strict=True)
-    )
-    return FutureTasks(tasks, source=source)
+    menu_names, menu = menus
+    columns = FutureColumns(
+        streams=tuple(s_vocab), families=tuple(f_vocab), contexts=tuple(c_vocab), menus=menu_names,
+        feeds=feed_names, stream=s[canon], family=f[canon], context=c[canon],
+        task=ids[canon], menu=menu[canon], feed=feed[canon], index=index[canon])
+    return FutureTasks(source=source, columns=columns)

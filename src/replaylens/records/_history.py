@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._coded_table import CodedTable
+from ._futures import FutureTask, FutureTasks
 from ._memo import memoized
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
@@ -313,124 +314,6 @@ def record_dict(r: Record) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class FutureTask:
-    """One future task x ∈ X⁺_{r,R}: its stream, stratum, id and menu (canonical order)."""
-
-    stream: str
-    family: str
-    context: str
-    task: str
-    menu: tuple[str, ...]
-    index: int
-    feeds: tuple[str, str] | None = None
-    metadata: Mapping[str, Any] | None = None
-
-    @property
-    def stratum(self) -> tuple[str, str]:
-        return (self.family, self.context)
-
-    @property
-    def feed_block(self) -> tuple[str, str] | None:
-        """The block whose prefix feeds this stratum (None: the whole stream)."""
-        return self.feeds
-
-
-@dataclass(frozen=True, eq=False)
-class FutureTasks:
-    """The future task set X⁺: tasks per (stream, stratum) with their menus.
-
-    ``feeds`` names the block whose prefix feeds the stratum (the prefix rule T_{r,R});
-    when absent the stratum's own block feeds it if the stream has one, else the whole stream.
-    """
-
-    tasks: tuple[FutureTask, ...]
-    source: str = "<memory>"
-
-    def __post_init__(self) -> None:
-        if not self.tasks:
-            raise InputError(self.source, None, None, "the future task set is empty")
-
-    def __len__(self) -> int:
-        return len(self.tasks)
-
-    def __iter__(self) -> Iterator[FutureTask]:
-        return iter(self.tasks)
-
-    @property
-    def streams(self) -> tuple[str, ...]:
-        return memoized(self, "streams", lambda: tuple(dict.fromkeys(t.stream for t in self.tasks)))
-
-    @property
-    def strata(self) -> tuple[tuple[str, str], ...]:
-        """Strata in first-appearance order."""
-        return memoized(self, "strata", lambda: tuple(dict.fromkeys(t.stratum for t in self.tasks)))
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        """The action vocabulary: union of menus in first-appearance (canonical) order."""
-        return memoized(self, "labels", lambda: tuple(dict.fromkeys(
-            a for m in dict.fromkeys(t.menu for t in self.tasks) for a in m)))
-
-    @property
-    def menu_width(self) -> int:
-        """The longest menu's length."""
-        return int(memoized(self, "menu_width", lambda: max(len(m) for m in dict.fromkeys(t.menu for t in self.tasks))))
-
-    def of(self, stream: str, stratum: tuple[str, str] | None = None) -> tuple[FutureTask, ...]:
-        return tuple(t for t in self.tasks if t.stream == stream and (stratum is None or t.stratum == stratum))
-
-    def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame([future_dict(t) for t in self.tasks])
-
-    def fingerprint(self) -> str:
-        """sha256 of ``json.dumps([future_dict(t) for t in tasks], sort_keys=True)`` (compact), the same bytes
-        laid out a task at a time from the JSON of each distinct text and menu; computed once."""
-        return str(memoized(self, "fingerprint", self._fingerprint))
-
-    def _fingerprint(self) -> str:
-        from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str, as the C encoder
-
-        memo: dict[Any, str] = {}
-
-        def js(x: Any) -> str:
-            r = memo.get(x)
-            if r is None:
-                r = memo[x] = json.dumps(list(x) if isinstance(x, tuple) else x, separators=(",", ":"))
-            return r
-
-        h = hashlib.sha256(b"[")
-        parts: list[str] = []
-        for t in self.tasks:
-            if t.metadata is not None:
-                parts.append(json.dumps(future_dict(t), sort_keys=True, separators=(",", ":")))
-                continue
-            feeds = "" if t.feeds is None else f'"feeds_context":{js(t.feeds[1])},"feeds_family":{js(t.feeds[0])},'
-            parts.append(f'{{"context":{js(t.context)},"family":{js(t.family)},{feeds}"menu":{js(t.menu)},'
-                         f'"stream":{js(t.stream)},"task":{quote(t.task)}}}')
-            if len(parts) >= 65536:
-                h.update(",".join(parts).encode() + b",")
-                parts.clear()
-        h.update(",".join(parts).encode() + b"]")
-        return h.hexdigest()
-
-    def __repr__(self) -> str:
-        return f"FutureTasks(tasks={len(self)}, streams={len(self.streams)}, strata={len(self.strata)})"
-
-
-def future_dict(t: FutureTask) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "stream": t.stream, "family": t.family, "context": t.context, "task": t.task, "menu": list(t.menu),
-    }
-    if t.feeds is not None:
-        d["feeds_family"], d["feeds_context"] = t.feeds
-    if t.metadata is not None:
-        d["metadata"] = dict(t.metadata)
-    return d
-
-
 @dataclass(frozen=True, eq=False)
 class Evaluator:
     """Counterfactual utility table g̃(x, a) for every future task and menu action.
@@ -454,9 +337,10 @@ class Evaluator:
     def check_covers(self, futures: FutureTasks) -> None:
         """Raise InputError unless every menu action of every future task has a utility."""
         if isinstance(self.table, CodedTable):  # on codes: only the first uncovered task is looked at
-            i, _ = self.table.first_uncovered([(t.stream, t.task) for t in futures.tasks],
-                                                   [t.menu for t in futures.tasks])
-            tasks: Sequence[FutureTask] = () if i < 0 else (futures.tasks[i],)
+            cols = futures.columns
+            i, _ = self.table.first_uncovered(self.table.rows_for(cols.streams, cols.stream, cols.task),
+                                              cols.menus, cols.menu)
+            tasks: Sequence[FutureTask] = () if i < 0 else cols.build(np.array([i]))
             first = max(i, 0)
         else:
             tasks, first = futures.tasks, 0

@@ -23,8 +23,9 @@ from ._arrow_rows import ArrowRows, ascii_text_array, is_text, text_codes
 from ._coded_table import CodedTable
 from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
+from ._futures import FutureTask, FutureTasks, future_dict
 from ._futures_arrow import futures_from_arrow
-from ._history import Evaluator, FutureTask, FutureTasks, History, Record, future_dict, record_dict
+from ._history import Evaluator, History, Record, record_dict
 from ._memo import passed, remember_passed
 
 __all__ = [
@@ -412,23 +413,21 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
     The checks run on integer codes (a pass over the tasks, none over the records in Python); the first
     problem reported is the one a task-by-task, then record-by-record scan meets first.
     """
-    tasks = futures.tasks
+    cols = futures.columns
     names, h_sid = _stream_runs(history)
     s_pos = {s: i for i, s in enumerate(names)}
-    f_sid = np.fromiter((s_pos.get(t.stream, -1) for t in tasks), dtype=np.int64, count=len(tasks))
+    f_sid = np.array([s_pos.get(s, -1) for s in cols.streams], dtype=np.int64)[cols.stream]
     bad = f_sid < 0
-    fed = [i for i, t in enumerate(tasks) if t.feeds is not None]
-    if fed:  # a feeds block must have records in the task's stream
+    fed = np.flatnonzero(cols.feed >= 0)
+    if fed.size:  # a feeds block must have records in the task's stream
         blocks = set(zip(history.stream.tolist(), history.family.tolist(), history.context.tolist(), strict=True))
-        for i in fed:
-            t = tasks[i]
-            assert t.feeds is not None
-            if (t.stream, *t.feeds) not in blocks:
+        for i in fed.tolist():
+            if (cols.streams[int(cols.stream[i])], *cols.feeds[int(cols.feed[i])]) not in blocks:
                 bad[i] = True
     first = np.flatnonzero(bad)
     if first.size:
         i = int(first[0])
-        t = tasks[i]
+        t = cols.build(np.array([i]))[0]
         if f_sid[i] < 0:
             raise InputError(futures.source, _line_of(futures.source, stream=t.stream, task=t.task), "stream",
                              f"future task {t.task!r} (#{i + 1}) names stream {t.stream!r}, which has no history "
@@ -438,18 +437,16 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                          f"future task {t.task!r} of stream {t.stream!r} is fed by block "
                          f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
     # every history key of a stream with future tasks is in one of that stream's menus
-    menu_id: dict[tuple[str, ...], int] = {}
-    f_menu = np.fromiter((menu_id.setdefault(t.menu, len(menu_id)) for t in tasks), dtype=np.int64,
-                         count=len(tasks))
+    n_menus = len(cols.menus)
     k_vocab, k_code = np.unique(history.key, return_inverse=True)
     vocab = {k: j for j, k in enumerate(k_vocab.tolist())}
-    for m in menu_id:
+    for m in cols.menus:
         for a in m:
             vocab.setdefault(a, len(vocab))
-    menu_codes = [np.array([vocab[a] for a in m], dtype=np.int64) for m in menu_id]
+    menu_codes = [np.array([vocab[a] for a in m], dtype=np.int64) for m in cols.menus]
     width = len(vocab)
-    pairs = distinct(f_sid * len(menu_id) + f_menu)   # distinct (stream, menu)
-    p_sid, p_menu = pairs // len(menu_id), pairs % len(menu_id)
+    pairs = distinct(f_sid * n_menus + cols.menu)   # distinct (stream, menu)
+    p_sid, p_menu = pairs // n_menus, pairs % n_menus
     lens = np.array([c.size for c in menu_codes], dtype=np.int64)[p_menu]
     allowed = distinct(np.repeat(p_sid, lens) * width +
                         (np.concatenate([menu_codes[j] for j in p_menu.tolist()]) if pairs.size else
@@ -461,16 +458,18 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
     if wrong.size:
         j = int(wrong[0])
         s, k, sl = names[int(h_sid[j])], str(history.key[j]), int(history.slot[j])
-        menu = sorted({a for t in tasks if t.stream == s for a in t.menu})
+        menu = sorted({a for t in futures.view(futures.rows_of(s)) for a in t.menu})
         raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
                          f"key {k!r} at slot {sl} of stream {s!r} is not an "
                          f"action of any menu of that stream ({', '.join(menu)})")
     if evaluator is not None:
         evaluator.check_covers(futures)
     if evaluator is not None and strict:
-        known = {(t.stream, t.task) for t in tasks}
-        if len(known) == len(evaluator.table):
-            return  # every future task has utilities (check_covers): no row is left for another task
+        table = evaluator.table
+        if isinstance(table, CodedTable) and \
+                distinct(table.rows_for(cols.streams, cols.stream, cols.task)).size == len(table):
+            return  # the future tasks own every row of the table: no row is left for another task
+        known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
         for s, task in evaluator.table:
             if (s, task) not in known:
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,7 +28,7 @@ from ._lazyrng import SeedBlock
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
-from ._streams import StreamData
+from ._streams import StreamData, future_column, future_menus, shared_columns
 
 __all__ = [
     "DEFAULT_SHARD_MEMORY",
@@ -206,7 +205,7 @@ class _LazyPerms(dict[str, np.ndarray]):
 def _seed_table(plan: ReplayPlan, sd: StreamData) -> np.ndarray:
     """Every decision seed of stream ``sd`` in one vectorized pass: (cell, map, draw, task, repeat) uint64,
     each (cell, map, draw) block equal to :func:`decision_seeds`'s."""
-    tkeys = task_keys([f.task for f in sd.futures])
+    tkeys = task_keys(future_column([sd], "task").tolist())
     combos = np.array([[[combo_key(plan.rng, cell, rho, spec) for spec in plan.draws] for rho in plan.maps]
                        for cell in plan.cells], dtype=np.uint64).reshape(len(plan.cells), len(plan.maps),
                                                                           len(plan.draws), 1, 1)
@@ -438,10 +437,10 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
             drop, sub = twins, np.flatnonzero(~twins)
     # per-decision seeds always (deterministic agents included), the same as the per-record path
     stream_names = tuple(sd.name for sd in sds)
-    future_names = tuple(itertools.chain.from_iterable(map(_TASK, sd.futures) for sd in sds))
+    future_names = future_column(sds, "task")
     combos = _combo_keys(plan.rng, plan.cells, plan.draws, plan.maps)
     tkeys = np.zeros(len(future_names), dtype=np.uint64)   # the keys of the asked tasks only
-    tkeys[lay.asked] = task_keys([future_names[i] for i in lay.asked.tolist()])
+    tkeys[lay.asked] = task_keys(future_names[lay.asked].tolist())
     seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
                         ql.repeat[sub])
     state_labels = None
@@ -454,7 +453,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
             state_labels = np.where(history_map[cc[q_f]][:, None], inv_pad[mm[q_f][:, None], menu], menu)[sub]
     queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
                          seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
-                         task_names=future_names, state_labels=state_labels)
+                         task_names=tuple(future_names.tolist()), state_labels=state_labels)
     with _agent_call(agent, "act_batch", {"streams": ", ".join(stream_names)}):
         asked = np.asarray(agent.array.act_batch(records, queries), dtype=np.int64)
     if asked.shape != (queries.menu.shape[0],):
@@ -470,16 +469,13 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     if not ok.all():
         q = int(np.flatnonzero(~ok)[0])
         raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
-                         f"(stream {stream_names[q_stream[q]]!r}, task {future_names[q_task[q]]!r})")
+                         f"(stream {stream_names[q_stream[q]]!r}, task {str(future_names[q_task[q]])!r})")
     decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got) if menu_map.any() else got
     # the histories and queries are no longer needed: freed before the (large) decision arrays are built
     del records, queries, keys, keys_r, outs, tasks, tk, bg, base_menu, menu, state_labels, seeds, asked, got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
-
-
-_TASK = operator.attrgetter("task")
 
 
 def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
@@ -555,9 +551,18 @@ def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int
     on = menus >= 0
     table = evaluator.table
     values_at = getattr(table, "values_at", None)  # a file-read table: looked up on codes (the row dicts' values)
-    if values_at is not None:
-        futs = [f for sd in sds for f in sd.futures]
-        vals = np.asarray(values_at([(f.stream, f.task) for f in futs], [f.menu for f in futs]), dtype=np.float64)
+    rows_for = getattr(table, "rows_for", None)
+    if values_at is not None and rows_for is not None:
+        # the table's row of each task, and each task's menu as a code into the distinct menus
+        shared = shared_columns(sds)
+        if shared is not None:   # the table's rows of the whole task set (kept by the table), then these tasks'
+            cols, at = shared
+            rows = rows_for(cols.streams, cols.stream, cols.task)[at]
+        else:
+            rows = rows_for([sd.name for sd in sds], np.repeat(np.arange(len(sds)), [len(sd.futures) for sd in sds]),
+                            future_column(sds, "task"))
+        menu_list, menu_code = future_menus(sds)
+        vals = np.asarray(values_at(rows, menu_list, menu_code), dtype=np.float64)
     else:
         vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
                             for a in f.menu), dtype=np.float64, count=int(on.sum()))

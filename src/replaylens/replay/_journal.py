@@ -101,7 +101,11 @@ class Journal:
         atomic_write(self.root / f"shard-{shard:05d}.npz", data)
         line = json.dumps({"shard": shard, "streams": streams, "sha256": hashlib.sha256(data).hexdigest()})
         log = self.root / "done.jsonl"
-        torn = log.exists() and log.stat().st_size > 0 and not log.read_bytes().endswith(b"\n")
+        torn = False
+        if log.exists() and log.stat().st_size > 0:
+            with log.open("rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
         with log.open("a") as fh:
             fh.write(("\n" if torn else "") + line + "\n")
             fh.flush()

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._streams import StreamData
+from ..records import FutureRows
+from ._streams import EncodedStreams, StreamData
 
 if TYPE_CHECKING:
     from ..records import FutureTasks, History
@@ -32,7 +33,6 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
                      bcode: dict[tuple[str, str], int]) -> dict[str, StreamData]:
     """``stream -> StreamData`` for ``plan.streams`` (``bcode``: the block vocabulary's codes)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
-    tasks = futures.tasks
     m_max = futures.menu_width
     st = history.stream   # sorted by stream: each stream's rows are one run
     first = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
@@ -73,17 +73,18 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     block_local = rank[inverse]
 
     # future tasks of the planned streams, in the order of ``futures``
+    cols = futures.columns
     pos = {s: i for i, s in enumerate(plan.streams)}
-    f_sid = np.array([pos.get(t.stream, -1) for t in tasks], dtype=np.int64)
+    f_sid = np.array([pos.get(s, -1) for s in cols.streams], dtype=np.int64)[cols.stream]
     keep = np.flatnonzero(f_sid >= 0)
     keep = keep[np.argsort(f_sid[keep], kind="stable")]
-    kept = [tasks[j] for j in keep.tolist()]
     f_sid = f_sid[keep]
-    stratum = np.array([bcode[(t.family, t.context)] for t in kept], dtype=np.int64)
-    feeds = [t.feeds for t in kept]
-    explicit = np.array([f is not None for f in feeds], dtype=bool)
-    feed = np.array([-1 if f is None else bcode.get(f, -1) for f in feeds], dtype=np.int64)
-    feed = np.where(explicit, feed, stratum)
+    strata, s_code = cols.stratum_codes()
+    stratum = np.array([bcode[r] for r in strata], dtype=np.int64)[s_code[keep]]
+    feed_of = np.array([bcode.get(f, -1) for f in cols.feeds] + [-1], dtype=np.int64)
+    feed_kept = cols.feed[keep]
+    explicit = feed_kept >= 0
+    feed = np.where(explicit, feed_of[feed_kept], stratum)
     want = f_sid * nb + feed
     found = np.zeros(feed.size, dtype=bool)
     at = np.zeros(feed.size, dtype=np.int64)
@@ -92,28 +93,27 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
         found = (feed >= 0) & (uk[at] == want)
     missing = np.flatnonzero(explicit & ~found)
     if missing.size:  # a feeds block the stream lacks: the loop's last_pos[feed] lookup
-        raise KeyError(feeds[int(missing[0])])
+        raise KeyError(cols.feeds[int(feed_kept[int(missing[0])])])
     # visible prefix: up to the feed block's last record (slots are unique and sorted within a stream)
     prefix = np.where(found, last_at[at] - offset[f_sid] + 1, lengths[f_sid]).astype(np.int64)
-    # menu codes: each distinct menu encoded once (first-appearance order, as a task-by-task loop meets them)
-    menu_ix: dict[tuple[str, ...], int] = {}
-    m_of = np.fromiter((menu_ix.setdefault(t.menu, len(menu_ix)) for t in kept), dtype=np.int64, count=len(kept))
-    table = np.full((len(menu_ix), m_max), -1, dtype=np.int64)
-    for m, i in menu_ix.items():
+    # menu codes: each distinct menu encoded once
+    table = np.full((max(len(cols.menus), 1), m_max), -1, dtype=np.int64)
+    for i, m in enumerate(cols.menus):
         table[i, : len(m)] = [code[a] for a in m]
-    menus = table[m_of]
+    menus = table[cols.menu[keep]]
     f_off = np.r_[0, np.cumsum(np.bincount(f_sid, minlength=len(spans)))].tolist()
 
-    outcome = history.outcome
+    enc = EncodedStreams(codes=key_codes, outcomes=history.outcome[rows] if rows.size else history.outcome[:0],
+                         block_local=block_local, block_global=block_global, slots=history.slot[rows],
+                         prefix=prefix, menus=menus, stratum_code=stratum)
+    for a in (enc.codes, enc.outcomes, enc.block_local, enc.block_global, enc.slots, enc.prefix, enc.menus,
+              enc.stratum_code):
+        a.flags.writeable = False   # shared by every stream's view
+    off = offset.tolist()
     out: dict[str, StreamData] = {}
     for i, s in enumerate(plan.streams):
         f0, n = spans[i]
-        lo, hi = int(offset[i]), int(offset[i + 1])
         a, b = f_off[i], f_off[i + 1]
-        sl = slice(f0, f0 + n)
-        out[s] = StreamData(
-            name=s, history=history, rows=sl, codes=key_codes[lo:hi], outcomes=outcome[sl].astype(np.float64),
-            block_local=block_local[lo:hi], block_global=block_global[lo:hi], slots=history.slot[sl],
-            futures=tuple(kept[a:b]), prefix=prefix[a:b], menus=menus[a:b], stratum_code=stratum[a:b],
-        )
+        out[s] = StreamData.view(s, history, slice(f0, f0 + n), FutureRows(cols, keep[a:b]), enc,
+                                 (off[i], off[i + 1]), (a, b))
     return out

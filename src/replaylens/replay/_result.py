@@ -28,7 +28,7 @@ class Decisions:
     actions: np.ndarray
     stream_idx: np.ndarray
     stratum_idx: np.ndarray
-    task_ids: tuple[str, ...]
+    task_ids: np.ndarray   # (N,) task ids (text)
     task_index: np.ndarray
     utility: np.ndarray
     oracle: np.ndarray
@@ -116,7 +116,7 @@ class Decisions:
             "task_index": self.task_index.astype(np.int64), "oracle": self.oracle,
             "oracle_utility": self.utility[rows, self.oracle],
         }
-        tasks = pa.array(list(self.task_ids), type=pa.string())
+        tasks = pa.array(self.task_ids, type=pa.string())
         acts = self.actions.reshape(n_blocks, n)
         per_write = max(1, rows_per_group // n)   # small blocks are written several at once
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._journal import Journal
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
+from ._streams import future_column
 
 __all__ = ["PreparedReplay", "prepare_replay", "replay", "support_lookup"]
 
@@ -99,16 +101,21 @@ def prepare_replay(
     sds = prepare_streams(plan, history, futures)
     ordered = [sds[s] for s in plan.streams]
     util, oracle = utilities_for(ordered, evaluator, len(plan.labels))
-    stratum_code = {r: i for i, r in enumerate(plan.strata)}
-    stream_idx = np.concatenate([np.full(len(sd.futures), i, dtype=np.int64) for i, sd in enumerate(ordered)])
-    stratum_idx = np.array([stratum_code[f.stratum] for sd in ordered for f in sd.futures], dtype=np.int64)
+    blocks = block_vocabulary(history, futures)
+    stratum_of_block = np.full(len(blocks), -1, dtype=np.int64)   # block-vocabulary code -> plan.strata index
+    b_pos = {b: i for i, b in enumerate(blocks)}
+    for i, r in enumerate(plan.strata):
+        stratum_of_block[b_pos[r]] = i
+    lens = np.array([len(sd.futures) for sd in ordered], dtype=np.int64)
+    stream_idx = np.repeat(np.arange(len(ordered), dtype=np.int64), lens)
+    stratum_idx = (stratum_of_block[np.concatenate([sd.stratum_code for sd in ordered])] if ordered
+                   else np.zeros(0, dtype=np.int64))
     base = Decisions(
         plan=plan, actions=np.zeros((0,), dtype=np.int64), stream_idx=stream_idx, stratum_idx=stratum_idx,
-        task_ids=tuple(f.task for sd in ordered for f in sd.futures),
-        task_index=np.array([f.index for sd in ordered for f in sd.futures], dtype=np.int64),
+        task_ids=future_column(ordered, "task"), task_index=future_column(ordered, "index"),
         utility=util, oracle=oracle, path="",
     )
-    return PreparedReplay(plan=plan, streams=sds, blocks=block_vocabulary(history, futures), base=base,
+    return PreparedReplay(plan=plan, streams=sds, blocks=blocks, base=base,
                           fingerprints=(history.fingerprint(), futures.fingerprint()))
 
 
@@ -191,16 +198,25 @@ class PreparedReplay:
                 todo.append(k)
         run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
         job = ShardJob(plan, sds, run_agent, path, self.blocks, tuple(shards))
+        # results are collected here, in the coordinating thread, shard by shard, and journaled in that order
+        # by one writer thread (its file writes and fsyncs overlap the next shards' replay)
+        writer = ThreadPoolExecutor(1, thread_name_prefix="replaylens-journal") if jr is not None else None
+        written: list[Future[None]] = []
         try:
-            # results are collected and journaled here, in the coordinating thread, shard by shard
             for k, arrays in make_executor(kind, workers=n_exec, address=ray_address).run(job, todo, tick):
                 if kind != "serial":
                     tick(sum(a.size for a in arrays))
-                if jr is not None:
-                    jr.record(k, list(shards[k]), arrays)
+                if jr is not None and writer is not None:
+                    written.append(writer.submit(jr.record, k, list(shards[k]), arrays))
+                    if written[0].done():
+                        written.pop(0).result()   # a journal error stops the run early
                 out.put(shards[k], arrays)
         finally:
             close()
+            if writer is not None:
+                writer.shutdown(wait=True)   # every journal write started is finished (or failed) first
+        for w in written:
+            w.result()   # the first journal error, if any
         actions = out.result()
         return replace(self.base, actions=actions, path=path)
 
@@ -255,6 +271,6 @@ def support_lookup(agent: Agent, history: History, futures: FutureTasks, evaluat
     dec = replay(history, futures, evaluator, agent, cells="", maps="", path="auto")
     acts = dec.actions[0, 0, 0, 0]
     streams = dec.plan.streams
-    table = {(streams[int(dec.stream_idx[i])], dec.task_ids[i]): dec.plan.labels[int(acts[i])]
+    table = {(streams[int(dec.stream_idx[i])], str(dec.task_ids[i])): dec.plan.labels[int(acts[i])]
              for i in range(dec.n_tasks)}
     return SupportLookup(table, name=f"lookup({agent.name})").agent()
