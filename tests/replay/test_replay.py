@@ -25,6 +25,7 @@ from replaylens.records import (
     history_from_records,
 )
 from replaylens.replay import plan_replay, prepare_replay, replay
+from replaylens.replay._journal import Journal
 
 run_mod = importlib.import_module("replaylens.replay._run")  # ``replaylens.replay`` is shadowed by the function
 backends_mod = importlib.import_module("replaylens.replay._backends")  # shards run through an executor
@@ -517,3 +518,26 @@ def test_decisions_parquet_is_the_tidy_frame_whatever_the_row_groups(rows: int, 
     assert len(dec.plan.maps) > 1 and dec.actions.size > 37
     dec.to_parquet(tmp_path / "d.parquet", rows_per_group=rows)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "d.parquet"), dec.frame())
+
+
+def test_journal_writer_thread_keeps_shard_order_and_raises_its_error(bandit, tmp_path: Path, monkeypatch) -> None:
+    """The journal is written by one thread beside the replay: lines in shard order, and a failed write (a fault
+    injected into the second shard's record) stops the run with that error, the shards before it kept."""
+    kw = {"cells": "value", "journal": tmp_path, "shard_size": 1}
+    replay(bandit.history, bandit.futures, bandit.evaluator, load_agent("mean"), **kw)
+    shards = [json.loads(x)["shard"] for x in (tmp_path / "done.jsonl").read_text().splitlines()]
+    assert shards == list(range(len(bandit.history.streams)))
+
+    again = tmp_path / "again"
+    orig = Journal.record
+
+    def failing(self, shard, streams, arrays):  # type: ignore[no-untyped-def]
+        if shard == 1:
+            raise OSError(28, "No space left on device")
+        return orig(self, shard, streams, arrays)
+
+    monkeypatch.setattr(Journal, "record", failing)
+    with pytest.raises(OSError, match="No space left"):
+        replay(bandit.history, bandit.futures, bandit.evaluator, load_agent("mean"), **dict(kw, journal=again))
+    done = [json.loads(x)["shard"] for x in (again / "done.jsonl").read_text().splitlines()]
+    assert done[0] == 0 and 1 not in done
