@@ -165,6 +165,8 @@ def test_coded_table_values_and_chunked_document(rows: list[tuple[str, str, str,
     code = np.array([streams.index(s) for s, _ in pairs], dtype=np.int64)
     g = got.rows_for(streams, code, np.array([t for _, t in pairs], dtype=object))
     assert g.tolist() == list(range(len(pairs)))   # every task has its row, in iteration order
+    back = got.rows_for(streams, code[::-1].copy(), np.array([t for _, t in pairs][::-1], dtype=object))
+    assert back.tolist() == list(range(len(pairs)))[::-1]   # another order: looked up by name
     assert got.values_at(g, menus, np.arange(len(menus))).tolist() == \
         [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
     assert got.first_uncovered(g, menus, np.arange(len(menus))) == (-1, None)

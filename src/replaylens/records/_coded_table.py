@@ -47,11 +47,19 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         self._g_stream = (g_pair // max(len(tasks), 1)).astype(np.int32)
         self._g_task = (g_pair % max(len(tasks), 1)).astype(np.int32)
         self._streams, self._tasks = streams, tasks
-        index: dict[str, dict[str, int]] = {}
-        for g, (a, b) in enumerate(zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)):
-            index.setdefault(streams[a], {})[tasks[b]] = g
-        self._index = index
+        self._index_built: dict[str, dict[str, int]] | None = None
         self._last_rows: tuple[Sequence[str], np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def _index(self) -> dict[str, dict[str, int]]:
+        """``stream -> task -> row``, built on the first lookup by name (a columnar audit asks by codes only)."""
+        if self._index_built is None:
+            streams, tasks = self._streams, self._tasks
+            index: dict[str, dict[str, int]] = {}
+            for g, (a, b) in enumerate(zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)):
+                index.setdefault(streams[a], {})[tasks[b]] = g
+            self._index_built = index
+        return self._index_built
 
     def _row(self, g: int) -> dict[str, float]:
         a, b = int(self._start[g]), int(self._start[g + 1])
@@ -86,12 +94,27 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         last = self._last_rows
         if last is not None and last[0] is streams and last[1] is stream and last[2] is tasks:
             return last[3]
+        n = int(stream.shape[0])
+        if n == len(self) and self._same_order(streams, stream, tasks):
+            g = np.arange(n, dtype=np.int64)   # the tasks are the table's, in its order (a file written task by task)
+            g.flags.writeable = False
+            self._last_rows = (streams, stream, tasks, g)
+            return g
         inner = [self._index.get(s, {}) for s in streams]
         g = np.fromiter((inner[a].get(t, -1) for a, t in zip(stream.tolist(), tasks.tolist(), strict=True)),
                         dtype=np.int64, count=int(stream.shape[0]))
         g.flags.writeable = False
         self._last_rows = (streams, stream, tasks, g)
         return g
+
+    def _same_order(self, streams: Sequence[str], stream: np.ndarray, tasks: np.ndarray) -> bool:
+        """Whether task ``i`` (``streams[stream[i]]``, ``tasks[i]``) is the table's row ``i`` for every ``i``."""
+        pos = {s: i for i, s in enumerate(self._streams)}
+        code = np.array([pos.get(s, -1) for s in streams], dtype=np.int64)
+        if not np.array_equal(code[stream], self._g_stream):
+            return False
+        names = self._tasks
+        return all(a == names[b] for a, b in zip(tasks.tolist(), self._g_task.tolist(), strict=True))
 
     def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

@@ -93,6 +93,8 @@ def run_audit(
         if out is not None:
             restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
                                           overwrite) or restart
+            for obj in (history, futures, evaluator):   # the manifest's content hashes (kept), taken now: their
+                obj.fingerprint()                        # temporaries fall before the replay's peak, not on top
         staged: list[StagedDecisions] = []
 
         def stage(dec: Any) -> None:  # decisions.parquet is written beside the statistics, not after them
