@@ -2,7 +2,8 @@
 
 A shard is a pure function of the plan, its streams and the agent (every stochastic decision
 draws from a generator seeded by :func:`decision_seeds`), so any backend gives the same bytes.
-Executors only *run* shards; the coordinating thread collects the results and journals them.
+Executors only *run* shards; the coordinating thread collects the results and hands them, in order, to one
+journal writer thread.
 """
 
 from __future__ import annotations
