@@ -17,7 +17,7 @@ outcome contributes c = 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,6 +36,7 @@ __all__ = [
     "cell_sums",
     "first_positions",
     "gather_labels",
+    "menu_columns",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
@@ -162,6 +163,33 @@ def gather_labels(table: np.ndarray, index: tuple[np.ndarray, ...], labels: np.n
     for ix, d in zip(index, dims, strict=True):
         flat = flat * d + ix
     return table.reshape(-1)[(flat * table.shape[-1])[:, None] + lab]
+
+
+def menu_columns(tables: Sequence[np.ndarray], fills: Sequence[float], queries: QueryBatch) -> list[list[np.ndarray]]:
+    """Read (H, K, B, n) tables (one shape) at each query's (row, cut, block) for its menu (at
+    :attr:`QueryBatch.read_labels`), menu column by column: per table M arrays of (Q,) values, a padding
+    item (``menu < 0``) reading that table's ``fills`` entry.  The flat positions are computed once for
+    every table; the values equal :func:`query_values`'s (an index outside its axis raises, a negative one
+    counts from the end, as numpy reads them)."""
+    shape = np.broadcast_shapes(*(t.shape for t in tables))
+    flat = np.zeros(queries.row.shape[0], dtype=np.int64)
+    for ix, d in zip((queries.row, queries.cut, queries.block), shape[:3], strict=True):
+        ix = np.asarray(ix, dtype=np.int64)
+        if ix.size and (ix.min() < 0 or ix.max() >= d):
+            ix = np.where(ix < 0, ix + d, ix)
+            if ix.min() < 0 or ix.max() >= d:
+                raise IndexError(f"query index out of bounds for an axis of size {d}")
+        flat = flat * d + ix
+    size = int(np.prod(shape))
+    menu_t, lab_t = queries.menu.T, queries.read_labels.T
+    idx = np.where(menu_t >= 0, flat * shape[3] + np.maximum(lab_t, 0), size)  # (M, Q); padding: the fill
+    out: list[list[np.ndarray]] = []
+    for table, fill in zip(tables, fills, strict=True):
+        ext = np.empty(size + 1, dtype=np.float64)
+        ext[:size] = np.broadcast_to(table, shape).reshape(-1)
+        ext[size] = fill
+        out.append(list(np.take(ext, idx)))
+    return out
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:

@@ -9,12 +9,13 @@ empty ledger, the first menu action.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from ._known import cell_reduce, cell_sums, first_positions, gather_labels, query_values, record_cells
+from ._known import cell_reduce, cell_sums, first_positions, menu_columns, record_cells
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -93,36 +94,45 @@ class ReferenceRule:
         return menu[_pick(m, defined, score, count > 0, first)]
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        """The per-record choice for every query, decided on the (H, K, B, n) state tables.
+
+        Every menu item of a query reads the same (row, cut, block) cell, so the choice is the first menu
+        position maximizing (score if defined else −∞, then 1 + T − first appearance if observed else 0):
+        the two keys are built once per cell and label and read once per menu item (padding: −∞, −1).
+        """
         cells = record_cells(records)  # the visible records, located once for every statistic
         micro = to_micro(records.outcomes[cells.hi, cells.ti])
         vis = ~np.isnan(micro)
-        qc = query_values(cell_sums(cells), queries)
-        # first appearance before the cut: the first position overall, when it lies before the cut
-        first = gather_labels(first_positions(cells), (queries.row, queries.block), queries.read_labels)
-        qf = np.where(first < records.cuts[queries.row, queries.cut][:, None], first, np.inf)
+        count = cell_sums(cells)
         if self.rule in ("count", "latest"):
-            qn = qt = qb = np.zeros_like(qc)
-            ql = query_values(cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0), queries) \
-                if self.rule == "latest" else qc
+            nvis = total = best = count
+            last = cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0) if self.rule == "latest" \
+                else count
         else:
             all_seen = bool(vis.all())  # no masked outcome: the visible counts are the counts
             seen = cells if all_seen else cells.subset(vis)
-            qn = qc.copy() if all_seen else query_values(cell_sums(seen), queries)
-            qt = query_values(cell_sums(cells, np.where(vis, micro, 0.0)), queries)
-            qb = qc
+            nvis = count if all_seen else cell_sums(seen)
+            total = cell_sums(cells, np.where(vis, micro, 0.0))
+            best = count
             if self.rule == "best":
-                qb = query_values(cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf), queries)
-            ql = qc
-        pad = queries.menu < 0
-        qc[pad] = 0
-        qn[pad] = 0
-        qf[pad] = np.inf
-        defined, score = self._scores(qc, qn, qt, qb, ql)
-        any_def = defined.any(axis=1, keepdims=True)
-        s = np.where(defined, score, -np.inf)
-        top = np.where(any_def, defined & (s == s.max(axis=1, keepdims=True)), qc > 0)
-        f = np.where(top, qf, np.inf)
-        pos = np.argmax(f == f.min(axis=1, keepdims=True), axis=1)
+                best = cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf)
+            last = count
+        defined, score = self._scores(count, nvis, total, best, last)
+        # first appearance before the cut (the first position overall, when it lies before the cut)
+        first = first_positions(cells)[:, None]
+        t_n = records.keys.shape[1]
+        observed = count > 0  # = first < cut
+        primary = np.where(defined, score, -np.inf)
+        secondary = np.where(observed, float(t_n + 1) - first, 0.0)
+        p_col, s_col = menu_columns((primary, secondary), (-np.inf, -1.0), queries)
+        top = functools.reduce(np.maximum, p_col)
+        pos = np.zeros(top.shape[0], dtype=np.int64)
+        best_s = np.full(top.shape[0], -2.0)
+        for j, (p_j, s_j) in enumerate(zip(p_col, s_col, strict=True)):
+            key = np.where(p_j == top, s_j, -2.0)
+            better = key > best_s
+            pos[better] = j
+            np.maximum(best_s, key, out=best_s)
         return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
 
     def agent(self) -> Agent:
