@@ -17,7 +17,7 @@ outcome contributes c = 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,7 +36,7 @@ __all__ = [
     "cell_sums",
     "first_positions",
     "gather_labels",
-    "menu_columns",
+    "menu_reads",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
@@ -165,13 +165,12 @@ def gather_labels(table: np.ndarray, index: tuple[np.ndarray, ...], labels: np.n
     return table.reshape(-1)[(flat * table.shape[-1])[:, None] + lab]
 
 
-def menu_columns(tables: Sequence[np.ndarray], fills: Sequence[float], queries: QueryBatch) -> list[list[np.ndarray]]:
-    """Read (H, K, B, n) tables (one shape) at each query's (row, cut, block) for its menu (at
-    :attr:`QueryBatch.read_labels`), menu column by column: per table M arrays of (Q,) values, a padding
-    item (``menu < 0``) reading that table's ``fills`` entry.  The flat positions are computed once for
-    every table; the values equal :func:`query_values`'s (an index outside its axis raises, a negative one
-    counts from the end, as numpy reads them)."""
-    shape = np.broadcast_shapes(*(t.shape for t in tables))
+def menu_reads(table: np.ndarray, fill: float | int, queries: QueryBatch) -> np.ndarray:
+    """(Q, M): an (H, K, B, n) table read at each query's (row, cut, block) for its menu (at
+    :attr:`QueryBatch.read_labels`), a padding item (``menu < 0``) reading ``fill``: :func:`query_values`'s
+    values, through flat positions in one pass (an index outside its axis raises, a negative one counts from
+    the end, as numpy reads them)."""
+    shape = table.shape
     flat = np.zeros(queries.row.shape[0], dtype=np.int64)
     for ix, d in zip((queries.row, queries.cut, queries.block), shape[:3], strict=True):
         ix = np.asarray(ix, dtype=np.int64)
@@ -181,15 +180,11 @@ def menu_columns(tables: Sequence[np.ndarray], fills: Sequence[float], queries: 
                 raise IndexError(f"query index out of bounds for an axis of size {d}")
         flat = flat * d + ix
     size = int(np.prod(shape))
-    menu_t, lab_t = queries.menu.T, queries.read_labels.T
-    idx = np.where(menu_t >= 0, flat * shape[3] + np.maximum(lab_t, 0), size)  # (M, Q); padding: the fill
-    out: list[list[np.ndarray]] = []
-    for table, fill in zip(tables, fills, strict=True):
-        ext = np.empty(size + 1, dtype=np.float64)
-        ext[:size] = np.broadcast_to(table, shape).reshape(-1)
-        ext[size] = fill
-        out.append(list(np.take(ext, idx)))
-    return out
+    ext = np.empty(size + 1, dtype=table.dtype)
+    ext[:size] = table.reshape(-1)
+    ext[size] = fill
+    idx = np.where(queries.menu >= 0, (flat * shape[3])[:, None] + np.maximum(queries.read_labels, 0), size)
+    return np.take(ext, idx)
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:

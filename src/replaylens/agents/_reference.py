@@ -9,13 +9,12 @@ empty ledger, the first menu action.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from ._known import cell_reduce, cell_sums, first_positions, menu_columns, record_cells
+from ._known import cell_reduce, cell_sums, first_positions, menu_reads, record_cells
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -24,6 +23,10 @@ __all__ = ["REFERENCE_RULES", "ReferenceRule", "reference_agent"]
 REFERENCE_RULES = ("mean", "sum", "count", "latest", "best")
 
 Ledger = dict[tuple[str, str], tuple[tuple[str, float], ...]]
+
+_RANK_LABELS = 16
+"""Up to this many labels the array path ranks each cell's labels (n passes over the state tables, an int8 per
+cell and label); past it, it compares the two keys per menu item."""
 
 
 def _pick(menu_n: int, defined: np.ndarray, score: np.ndarray, observed: np.ndarray, first: np.ndarray) -> int:
@@ -97,8 +100,9 @@ class ReferenceRule:
         """The per-record choice for every query, decided on the (H, K, B, n) state tables.
 
         Every menu item of a query reads the same (row, cut, block) cell, so the choice is the first menu
-        position maximizing (score if defined else −∞, then 1 + T − first appearance if observed else 0):
-        the two keys are built once per cell and label and read once per menu item (padding: −∞, −1).
+        position maximizing (score if defined else −∞, then 1 + T − first appearance if observed else 0),
+        compared lexicographically: built once per cell and label, as each label's rank among its cell's labels
+        (up to :data:`_RANK_LABELS` labels; else both keys), and read once per menu item (padding lowest).
         """
         cells = record_cells(records)  # the visible records, located once for every statistic
         micro = to_micro(records.outcomes[cells.hi, cells.ti])
@@ -121,18 +125,18 @@ class ReferenceRule:
         # first appearance before the cut (the first position overall, when it lies before the cut)
         first = first_positions(cells)[:, None]
         t_n = records.keys.shape[1]
-        observed = count > 0  # = first < cut
         primary = np.where(defined, score, -np.inf)
-        secondary = np.where(observed, float(t_n + 1) - first, 0.0)
-        p_col, s_col = menu_columns((primary, secondary), (-np.inf, -1.0), queries)
-        top = functools.reduce(np.maximum, p_col)
-        pos = np.zeros(top.shape[0], dtype=np.int64)
-        best_s = np.full(top.shape[0], -2.0)
-        for j, (p_j, s_j) in enumerate(zip(p_col, s_col, strict=True)):
-            key = np.where(p_j == top, s_j, -2.0)
-            better = key > best_s
-            pos[better] = j
-            np.maximum(best_s, key, out=best_s)
+        secondary = np.where(count > 0, float(t_n + 1) - first, 0.0)  # count > 0: first < cut
+        n = records.n_labels
+        if n <= _RANK_LABELS:  # one small integer per cell and label: its rank among the cell's labels
+            rank = np.zeros(primary.shape, dtype=np.int8)
+            for b in range(n):
+                p_b, s_b = primary[..., b : b + 1], secondary[..., b : b + 1]
+                rank += (p_b < primary) | ((p_b == primary) & (s_b < secondary))
+            pos = np.argmax(menu_reads(rank, -1, queries), axis=1)
+        else:
+            p_q, s_q = menu_reads(primary, -np.inf, queries), menu_reads(secondary, -1.0, queries)
+            pos = np.argmax(np.where(p_q == p_q.max(axis=1, keepdims=True), s_q, -2.0), axis=1)
         return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
 
     def agent(self) -> Agent:
