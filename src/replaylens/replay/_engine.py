@@ -471,7 +471,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of an (N, M) int array of codes >= −1 and each row's index among them."""
     radix = int(rows.max(initial=0)) + 2
-    if rows.shape[0] and float(radix) ** rows.shape[1] < 2.0**62:  # rows as one mixed-radix int64 code each
+    if rows.shape[0] and radix ** rows.shape[1] < 2**62:  # rows as one mixed-radix int64 code each
         code = np.zeros(rows.shape[0], dtype=np.int64)
         for col in rows.T[::-1]:
             code = code * radix + (col + 1)
