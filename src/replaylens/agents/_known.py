@@ -167,24 +167,23 @@ def gather_labels(table: np.ndarray, index: tuple[np.ndarray, ...], labels: np.n
 
 def menu_reads(table: np.ndarray, fill: float | int, queries: QueryBatch) -> np.ndarray:
     """(Q, M): an (H, K, B, n) table read at each query's (row, cut, block) for its menu (at
-    :attr:`QueryBatch.read_labels`), a padding item (``menu < 0``) reading ``fill``: :func:`query_values`'s
-    values, through flat positions in one pass (an index outside its axis raises, a negative one counts from
-    the end, as numpy reads them)."""
-    shape = table.shape
+    :attr:`QueryBatch.read_labels`), a padding item reading ``fill``: :func:`query_values`'s values, through
+    flat positions in one pass.  Padding is read label −1 (as :class:`QueryBatch` pads menus and state labels;
+    the table gets ``fill`` as a label −1 column); an index outside its axis raises, a negative one counts from
+    the end, as numpy reads them."""
+    h, k, b, n = table.shape
     flat = np.zeros(queries.row.shape[0], dtype=np.int64)
-    for ix, d in zip((queries.row, queries.cut, queries.block), shape[:3], strict=True):
+    for ix, d in zip((queries.row, queries.cut, queries.block), (h, k, b), strict=True):
         ix = np.asarray(ix, dtype=np.int64)
         if ix.size and (ix.min() < 0 or ix.max() >= d):
             ix = np.where(ix < 0, ix + d, ix)
             if ix.min() < 0 or ix.max() >= d:
                 raise IndexError(f"query index out of bounds for an axis of size {d}")
         flat = flat * d + ix
-    size = int(np.prod(shape))
-    ext = np.empty(size + 1, dtype=table.dtype)
-    ext[:size] = table.reshape(-1)
-    ext[size] = fill
-    idx = np.where(queries.menu >= 0, (flat * shape[3])[:, None] + np.maximum(queries.read_labels, 0), size)
-    return np.take(ext, idx)
+    ext = np.empty((h * k * b, n + 1), dtype=table.dtype)
+    ext[:, 0] = fill
+    ext[:, 1:] = table.reshape(-1, n)
+    return np.take(ext.reshape(-1), (flat * (n + 1) + 1)[:, None] + queries.read_labels)
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:

@@ -9,6 +9,7 @@ empty ledger, the first menu action.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -133,7 +134,10 @@ class ReferenceRule:
             for b in range(n):
                 p_b, s_b = primary[..., b : b + 1], secondary[..., b : b + 1]
                 rank += (p_b < primary) | ((p_b == primary) & (s_b < secondary))
-            pos = np.argmax(menu_reads(rank, -1, queries), axis=1)
+            cols = menu_reads(rank, -1, queries).T
+            m_n = cols.shape[0]
+            key = functools.reduce(np.maximum, [c.astype(np.int16) * m_n + (m_n - 1 - j) for j, c in enumerate(cols)])
+            pos = (m_n - 1) - key % m_n  # the highest rank, first in menu order
         else:
             p_q, s_q = menu_reads(primary, -np.inf, queries), menu_reads(secondary, -1.0, queries)
             pos = np.argmax(np.where(p_q == p_q.max(axis=1, keepdims=True), s_q, -2.0), axis=1)
