@@ -95,8 +95,10 @@ def record_cells(records: RecordBatch, mask: np.ndarray | None = None) -> Record
     if mask is not None:
         v &= mask
     hi, ti = np.nonzero(v)
-    blk_key = records.blocks[hi, ti] * n + records.keys[hi, ti]
-    return RecordCells(hi, ti, (hi * k + seg[hi, ti]) * (b * n) + blk_key, hi * (b * n) + blk_key, (h, k, b, n))
+    at = hi * t_n + ti  # flat positions: one-axis reads
+    blk_key = np.take(records.blocks, at) * n + np.take(records.keys, at)
+    return RecordCells(hi, ti, (hi * k + np.take(seg, at)) * (b * n) + blk_key, hi * (b * n) + blk_key,
+                       (h, k, b, n))
 
 
 def cell_sums(cells: RecordCells, weights: np.ndarray | None = None) -> np.ndarray:

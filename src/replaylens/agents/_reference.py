@@ -115,11 +115,11 @@ class ReferenceRule:
                 else count
         else:
             all_seen = bool(vis.all())  # no masked outcome: the visible counts are the counts
-            seen = cells if all_seen else cells.subset(vis)
-            nvis = count if all_seen else cell_sums(seen)
+            nvis = count if all_seen else cell_sums(cells, vis.astype(np.float64))  # the same exact integers
             total = cell_sums(cells, np.where(vis, micro, 0.0))
             best = count
             if self.rule == "best":
+                seen = cells if all_seen else cells.subset(vis)
                 best = cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf)
             last = count
         defined, score = self._scores(count, nvis, total, best, last)
