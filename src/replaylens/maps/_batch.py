@@ -131,7 +131,7 @@ def _draw_with_numpy(law: SlotLaw, states: tuple[np.ndarray, ...], rest: np.ndar
         cand[:] = ramp
         for view, g in zip(cand, rest[members].tolist(), strict=True):
             seed(g)
-            gen.permuted(view, axis=1, out=view)  # row by row: k successive permutation(n) draws
+            gen.permuted(view, axis=1, out=view)  # row by row: k successive permutation(n) (_shuffled_rows)
         if law is SlotLaw.DERANGEMENT:
             ok = ~(cand == ramp).any(axis=2)
             rank = np.cumsum(ok, axis=1)
@@ -191,11 +191,9 @@ def _stream_blocks(law: SlotLaw, sizes: list[int], gen: np.random.Generator) -> 
     return out
 
 
-def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int, out: np.ndarray | None = None
-                   ) -> np.ndarray:
-    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array (written into
-    ``out``, a C-contiguous ``(rows, ramp.size)`` int64 array, when given)."""
-    buf = np.empty((rows, ramp.size), dtype=np.int64) if out is None else out
+def _shuffled_rows(gen: np.random.Generator, ramp: np.ndarray, rows: int) -> np.ndarray:
+    """``rows`` successive ``gen.permutation(ramp.size)`` draws as the rows of one array."""
+    buf = np.empty((rows, ramp.size), dtype=np.int64)
     buf[:] = ramp
     return gen.permuted(buf, axis=1, out=buf)
 
