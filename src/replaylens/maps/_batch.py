@@ -129,8 +129,9 @@ def _draw_with_numpy(law: SlotLaw, states: tuple[np.ndarray, ...], rest: np.ndar
         ramp = np.arange(n, dtype=np.int64)
         cand = np.empty((members.size, k, n), dtype=np.int64)
         cand[:] = ramp
-        for view, g in zip(cand, rest[members].tolist(), strict=True):
-            seed(g)
+        for view, g in zip(cand, rest[members].tolist(), strict=True):  # seed(g) inline: ~10 µs a stream in all
+            inner["state"], inner["inc"] = (hi[g] << 64) | lo[g], (inc_hi[g] << 64) | inc_lo[g]
+            bit.state = outer
             gen.permuted(view, axis=1, out=view)  # row by row: k successive permutation(n) (_shuffled_rows)
         if law is SlotLaw.DERANGEMENT:
             ok = ~(cand == ramp).any(axis=2)
