@@ -487,8 +487,8 @@ def _query_menus(all_menu: np.ndarray, q_f: np.ndarray, q_task: np.ndarray, cc: 
     """Every query's displayed menu (Q, M) (ρ(menu) where its cell relabels the menu) and, for an agent
     sharing rows across maps, the labels its items are read at (ρ⁻¹ of the displayed codes where the cell
     relabels the history; −1 padding kept).  Both depend only on the query's (cell, draw, map) combination
-    ``q_f`` and its task's menu: when there are fewer such pairs than queries they are built once per pair
-    and gathered (the same values)."""
+    ``q_f`` and its task's menu: when there are at most half as many such pairs as queries they are built once
+    per pair and gathered (the same values)."""
     m_n = maps.shape[0]
     uniq, u_of = _distinct_rows(all_menu)
     q_n, cdm, u_n = q_f.shape[0], cc.shape[0], uniq.shape[0]
