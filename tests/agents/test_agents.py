@@ -118,6 +118,22 @@ def test_paths_agree_on_random_histories(name: str, inputs, seed: int) -> None:
     assert np.array_equal(a.actions, r.actions)
 
 
+@pytest.mark.parametrize("name", ["mean", "count", "latest", "best", "sum"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inputs=_audit_inputs(), seed=hs.integers(0, 50))
+def test_reference_rules_past_the_rank_limit_agree_on_both_paths(name: str, inputs, seed: int) -> None:
+    """Past ``_RANK_LABELS`` labels the array path compares both keys per menu item instead of ranking labels."""
+    from replaylens.agents import _reference
+
+    h, f, e = inputs
+    kw = {"cells": "all", "draws": 2, "seed": seed}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_reference, "_RANK_LABELS", 0)
+        a = replay(h, f, e, load_agent(name), path="array", **kw)
+    r = replay(h, f, e, load_agent(name), path="reference", **kw)
+    assert np.array_equal(a.actions, r.actions)
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs=_audit_inputs(), seed=hs.integers(0, 50), decay=hs.sampled_from([0.3, 0.9]))
 def test_all_keys_writer_with_decay_agrees_on_both_paths(inputs, seed: int, decay: float) -> None:

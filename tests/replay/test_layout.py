@@ -114,3 +114,23 @@ def test_sorted_groups_equal_lexsort(rows: list[tuple[int, int, int]], wide: boo
     want = np.lexsort(tuple(reversed(keys)))
     assert order.tolist() == want.tolist()
     assert new.tolist() == _group_starts(keys, want).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 4), st.integers(1, 5), st.integers(1, 3), st.integers(0, 2**32))
+def test_query_layout_grid_equals_the_ragged_arithmetic(s_n: int, a: int, cdm: int, p_n: int, seed: int) -> None:
+    """Streams asking as many tasks each: the broadcast grid equals the general index arithmetic."""
+    from replaylens.replay._layout import TaskLayout, _query_layout_ragged
+
+    rng = np.random.default_rng(seed)
+    tasks = rng.integers(a, a + 3, size=s_n)
+    first = np.r_[0, np.cumsum(tasks)][:-1]
+    asked = np.concatenate([f + np.sort(rng.choice(t, size=a, replace=False))
+                            for f, t in zip(first, tasks, strict=True)])
+    n = int(tasks.sum())
+    lay = TaskLayout(s_n, tasks, np.zeros((s_n, 1), dtype=np.int64), np.zeros(n, dtype=np.int64),
+                     asked.astype(np.int64), np.full(s_n, a, dtype=np.int64), np.zeros(n, dtype=np.int64))
+    got, want = query_layout(lay, cdm, p_n), _query_layout_ragged(lay, cdm, p_n)
+    for name in ("stream", "combo", "task", "repeat", "start"):
+        assert getattr(got, name).tolist() == getattr(want, name).tolist(), name
+        assert getattr(got, name).dtype == np.int64

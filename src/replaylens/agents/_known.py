@@ -36,6 +36,7 @@ __all__ = [
     "cell_sums",
     "first_positions",
     "gather_labels",
+    "menu_reads",
     "commutative_agent",
     "invariant_agent",
     "key_only_agent",
@@ -94,8 +95,10 @@ def record_cells(records: RecordBatch, mask: np.ndarray | None = None) -> Record
     if mask is not None:
         v &= mask
     hi, ti = np.nonzero(v)
-    blk_key = records.blocks[hi, ti] * n + records.keys[hi, ti]
-    return RecordCells(hi, ti, (hi * k + seg[hi, ti]) * (b * n) + blk_key, hi * (b * n) + blk_key, (h, k, b, n))
+    at = hi * t_n + ti  # flat positions: one-axis reads
+    blk_key = np.take(records.blocks, at) * n + np.take(records.keys, at)
+    return RecordCells(hi, ti, (hi * k + np.take(seg, at)) * (b * n) + blk_key, hi * (b * n) + blk_key,
+                       (h, k, b, n))
 
 
 def cell_sums(cells: RecordCells, weights: np.ndarray | None = None) -> np.ndarray:
@@ -162,6 +165,27 @@ def gather_labels(table: np.ndarray, index: tuple[np.ndarray, ...], labels: np.n
     for ix, d in zip(index, dims, strict=True):
         flat = flat * d + ix
     return table.reshape(-1)[(flat * table.shape[-1])[:, None] + lab]
+
+
+def menu_reads(table: np.ndarray, fill: float | int, queries: QueryBatch) -> np.ndarray:
+    """(Q, M): an (H, K, B, n) table read at each query's (row, cut, block) for its menu (at
+    :attr:`QueryBatch.read_labels`), a padding item reading ``fill``: :func:`query_values`'s values, through
+    flat positions in one pass.  Padding is read label −1 (as :class:`QueryBatch` pads menus and state labels;
+    the table gets ``fill`` as a label −1 column); an index outside its axis raises, a negative one counts from
+    the end, as numpy reads them."""
+    h, k, b, n = table.shape
+    flat = np.zeros(queries.row.shape[0], dtype=np.int64)
+    for ix, d in zip((queries.row, queries.cut, queries.block), (h, k, b), strict=True):
+        ix = np.asarray(ix, dtype=np.int64)
+        if ix.size and (ix.min() < 0 or ix.max() >= d):
+            ix = np.where(ix < 0, ix + d, ix)
+            if ix.min() < 0 or ix.max() >= d:
+                raise IndexError(f"query index out of bounds for an axis of size {d}")
+        flat = flat * d + ix
+    ext = np.empty((h * k * b, n + 1), dtype=table.dtype)
+    ext[:, 0] = fill
+    ext[:, 1:] = table.reshape(-1, n)
+    return np.take(ext.reshape(-1), (flat * (n + 1) + 1)[:, None] + queries.read_labels)
 
 
 def query_values(state: np.ndarray, queries: QueryBatch) -> np.ndarray:

@@ -9,12 +9,13 @@ empty ledger, the first menu action.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from ._known import cell_reduce, cell_sums, first_positions, gather_labels, query_values, record_cells
+from ._known import cell_reduce, cell_sums, first_positions, menu_reads, record_cells
 from ._protocols import Agent, FutureInput, QueryBatch, RecordBatch, TaskInput
 from ._ties import to_micro
 
@@ -23,6 +24,10 @@ __all__ = ["REFERENCE_RULES", "ReferenceRule", "reference_agent"]
 REFERENCE_RULES = ("mean", "sum", "count", "latest", "best")
 
 Ledger = dict[tuple[str, str], tuple[tuple[str, float], ...]]
+
+_RANK_LABELS = 16
+"""Up to this many labels the array path ranks each cell's labels (n passes over the state tables, an int8 per
+cell and label); past it, it compares the two keys per menu item."""
 
 
 def _pick(menu_n: int, defined: np.ndarray, score: np.ndarray, observed: np.ndarray, first: np.ndarray) -> int:
@@ -93,36 +98,49 @@ class ReferenceRule:
         return menu[_pick(m, defined, score, count > 0, first)]
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray:
+        """The per-record choice for every query, decided on the (H, K, B, n) state tables.
+
+        Every menu item of a query reads the same (row, cut, block) cell, so the choice is the first menu
+        position maximizing (score if defined else −∞, then 1 + T − first appearance if observed else 0),
+        compared lexicographically: built once per cell and label, as each label's rank among its cell's labels
+        (up to :data:`_RANK_LABELS` labels; else both keys), and read once per menu item (padding lowest).
+        """
         cells = record_cells(records)  # the visible records, located once for every statistic
         micro = to_micro(records.outcomes[cells.hi, cells.ti])
         vis = ~np.isnan(micro)
-        qc = query_values(cell_sums(cells), queries)
-        # first appearance before the cut: the first position overall, when it lies before the cut
-        first = gather_labels(first_positions(cells), (queries.row, queries.block), queries.read_labels)
-        qf = np.where(first < records.cuts[queries.row, queries.cut][:, None], first, np.inf)
+        count = cell_sums(cells)
         if self.rule in ("count", "latest"):
-            qn = qt = qb = np.zeros_like(qc)
-            ql = query_values(cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0), queries) \
-                if self.rule == "latest" else qc
+            nvis = total = best = count
+            last = cell_reduce(cells, cells.ti.astype(np.float64), np.maximum, -1.0) if self.rule == "latest" \
+                else count
         else:
             all_seen = bool(vis.all())  # no masked outcome: the visible counts are the counts
-            seen = cells if all_seen else cells.subset(vis)
-            qn = qc.copy() if all_seen else query_values(cell_sums(seen), queries)
-            qt = query_values(cell_sums(cells, np.where(vis, micro, 0.0)), queries)
-            qb = qc
+            nvis = count if all_seen else cell_sums(cells, vis.astype(np.float64))  # the same exact integers
+            total = cell_sums(cells, np.where(vis, micro, 0.0))
+            best = count
             if self.rule == "best":
-                qb = query_values(cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf), queries)
-            ql = qc
-        pad = queries.menu < 0
-        qc[pad] = 0
-        qn[pad] = 0
-        qf[pad] = np.inf
-        defined, score = self._scores(qc, qn, qt, qb, ql)
-        any_def = defined.any(axis=1, keepdims=True)
-        s = np.where(defined, score, -np.inf)
-        top = np.where(any_def, defined & (s == s.max(axis=1, keepdims=True)), qc > 0)
-        f = np.where(top, qf, np.inf)
-        pos = np.argmax(f == f.min(axis=1, keepdims=True), axis=1)
+                seen = cells if all_seen else cells.subset(vis)
+                best = cell_reduce(seen, micro if all_seen else micro[vis], np.maximum, -np.inf)
+            last = count
+        defined, score = self._scores(count, nvis, total, best, last)
+        # first appearance before the cut (the first position overall, when it lies before the cut)
+        first = first_positions(cells)[:, None]
+        t_n = records.keys.shape[1]
+        primary = np.where(defined, score, -np.inf)
+        secondary = np.where(count > 0, float(t_n + 1) - first, 0.0)  # count > 0: first < cut
+        n = records.n_labels
+        if n <= _RANK_LABELS:  # one small integer per cell and label: its rank among the cell's labels
+            rank = np.zeros(primary.shape, dtype=np.int8)
+            for b in range(n):
+                p_b, s_b = primary[..., b : b + 1], secondary[..., b : b + 1]
+                rank += (p_b < primary) | ((p_b == primary) & (s_b < secondary))
+            cols = menu_reads(rank, -1, queries).T
+            m_n = cols.shape[0]
+            key = functools.reduce(np.maximum, [c.astype(np.int16) * m_n + (m_n - 1 - j) for j, c in enumerate(cols)])
+            pos = (m_n - 1) - key % m_n  # the highest rank, first in menu order
+        else:
+            p_q, s_q = menu_reads(primary, -np.inf, queries), menu_reads(secondary, -1.0, queries)
+            pos = np.argmax(np.where(p_q == p_q.max(axis=1, keepdims=True), s_q, -2.0), axis=1)
         return np.take_along_axis(queries.menu, pos[:, None], axis=1)[:, 0]
 
     def agent(self) -> Agent:

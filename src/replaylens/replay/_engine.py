@@ -419,13 +419,9 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     ql = query_layout(lay, cdm, p_n)
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
     q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
-    base_menu = all_menu[q_task]
-    if menu_map.any():
-        shown = np.where(base_menu >= 0, maps[mm[q_f][:, None], np.maximum(base_menu, 0)], -1)
-        menu = np.where(menu_map[cc[q_f]][:, None], shown, base_menu)
-    else:  # no cell relabels the menu
-        menu = base_menu
     history_map = np.array([cell.history_map for cell in plan.cells])
+    menu, all_state_labels = _query_menus(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map,
+                                          shared=shared)
     # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
     # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
     # and the other maps' queries (the same block of the stream's queries, m blocks later) copy its answers.
@@ -443,14 +439,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     tkeys[lay.asked] = task_keys(future_names[lay.asked].tolist())
     seeds = query_seeds(plan.seed, plan.rng, stream_names, combos, q_stream[sub], q_f[sub], tkeys[q_task[sub]],
                         ql.repeat[sub])
-    state_labels = None
-    if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
-        # ρ⁻¹ with one more column that keeps the padding code −1 (a menu entry −1 reads that last column)
-        inv_pad = np.concatenate([inv, np.full((m_n, 1), -1, dtype=inv.dtype)], axis=1)
-        if history_map.all():
-            state_labels = inv_pad[mm[q_f][:, None], menu][sub]
-        else:
-            state_labels = np.where(history_map[cc[q_f]][:, None], inv_pad[mm[q_f][:, None], menu], menu)[sub]
+    state_labels = all_state_labels[sub] if all_state_labels is not None else None
     queries = QueryBatch(row=q_row[sub], cut=lay.cut[q_task[sub]], block=all_block[q_task[sub]], menu=menu[sub],
                          seed=seeds, stream=q_stream[sub], task=q_task[sub], stream_names=stream_names,
                          task_names=tuple(future_names.tolist()), state_labels=state_labels)
@@ -472,10 +461,55 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
                          f"(stream {stream_names[q_stream[q]]!r}, task {str(future_names[q_task[q]])!r})")
     decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got) if menu_map.any() else got
     # the histories and queries are no longer needed: freed before the (large) decision arrays are built
-    del records, queries, keys, keys_r, outs, tasks, tk, bg, base_menu, menu, state_labels, seeds, asked, got
+    del records, queries, keys, keys_r, outs, tasks, tk, bg, menu, all_state_labels, state_labels, seeds, asked, got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an (N, M) int array of codes >= −1 and each row's index among them."""
+    radix = int(rows.max(initial=0)) + 2
+    if rows.shape[0] and radix ** rows.shape[1] < 2**62:  # rows as one mixed-radix int64 code each
+        code = np.zeros(rows.shape[0], dtype=np.int64)
+        for col in rows.T[::-1]:
+            code = code * radix + (col + 1)
+        _u, first, of = np.unique(code, return_index=True, return_inverse=True)
+        return rows[first], of.reshape(-1)
+    uniq, of = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, of.reshape(-1)
+
+
+def _query_menus(all_menu: np.ndarray, q_f: np.ndarray, q_task: np.ndarray, cc: np.ndarray, mm: np.ndarray,
+                 maps: np.ndarray, inv: np.ndarray, menu_map: np.ndarray, history_map: np.ndarray, *,
+                 shared: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every query's displayed menu (Q, M) (ρ(menu) where its cell relabels the menu) and, for an agent
+    sharing rows across maps, the labels its items are read at (ρ⁻¹ of the displayed codes where the cell
+    relabels the history; −1 padding kept).  Both depend only on the query's (cell, draw, map) combination
+    ``q_f`` and its task's menu: when there are at most half as many such pairs as queries they are built once
+    per pair and gathered (the same values)."""
+    m_n = maps.shape[0]
+    uniq, u_of = _distinct_rows(all_menu)
+    q_n, cdm, u_n = q_f.shape[0], cc.shape[0], uniq.shape[0]
+    if cdm * u_n <= q_n // 2:
+        base = np.broadcast_to(uniq, (cdm, *uniq.shape))
+        f_c, f_m = cc[:, None, None], mm[:, None, None]
+        key = q_f * u_n + u_of[q_task]
+    else:  # every query on its own
+        base = all_menu[q_task]
+        f_c, f_m, key = cc[q_f][:, None], mm[q_f][:, None], None
+    menu = np.where(menu_map[f_c], np.where(base >= 0, maps[f_m, np.maximum(base, 0)], -1), base) \
+        if menu_map.any() else base
+    labels = None
+    if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
+        # ρ⁻¹ with one more column that keeps the padding code −1 (a menu entry −1 reads that last column)
+        inv_pad = np.concatenate([inv, np.full((m_n, 1), -1, dtype=inv.dtype)], axis=1)
+        labels = inv_pad[f_m, menu] if history_map.all() else np.where(history_map[f_c], inv_pad[f_m, menu], menu)
+    if key is None:
+        return menu, labels
+    width = all_menu.shape[1]
+    return (np.take(menu.reshape(-1, width), key, axis=0),
+            np.take(labels.reshape(-1, width), key, axis=0) if labels is not None else None)
 
 
 def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:

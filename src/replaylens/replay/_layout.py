@@ -112,7 +112,26 @@ class QueryLayout:
 
 
 def query_layout(lay: TaskLayout, cdm: int, p_n: int) -> QueryLayout:
-    """The queries of every stream: ``cdm`` combinations × its asked tasks × ``p_n`` repeats."""
+    """The queries of every stream: ``cdm`` combinations × its asked tasks × ``p_n`` repeats (streams that all
+    ask as many tasks: one (S, cdm, A, P) grid, broadcast; else :func:`_query_layout_ragged`)."""
+    a_ps = lay.asked_per_stream
+    s_n = lay.n_streams
+    if not s_n or (a_ps != a_ps[0]).any():
+        return _query_layout_ragged(lay, cdm, p_n)
+    a = int(a_ps[0])
+    grid = (s_n, cdm, a, p_n)
+
+    def spread(values: np.ndarray, shape: tuple[int, int, int, int]) -> np.ndarray:
+        out = np.broadcast_to(values.reshape(shape).astype(np.int64, copy=False), grid).reshape(-1)
+        return out if out.flags.writeable else out.copy()  # a grid that broadcasts nothing is a read-only view
+
+    return QueryLayout(spread(np.arange(s_n), (s_n, 1, 1, 1)), spread(np.arange(cdm), (1, cdm, 1, 1)),
+                       spread(lay.asked, (s_n, 1, a, 1)), spread(np.arange(p_n), (1, 1, 1, p_n)),
+                       np.arange(s_n, dtype=np.int64) * (cdm * a * p_n))
+
+
+def _query_layout_ragged(lay: TaskLayout, cdm: int, p_n: int) -> QueryLayout:
+    """:func:`query_layout` for any numbers of asked tasks per stream (index arithmetic over all queries)."""
     per = lay.asked_per_stream * p_n * cdm
     total = int(per.sum())
     start = np.r_[0, np.cumsum(per)][:-1].astype(np.int64)
