@@ -22,11 +22,39 @@ if TYPE_CHECKING:
 __all__ = ["prepare_columnar"]
 
 
+#: up to this many labels, codes are found by one comparison per label (no sort of the text column)
+_COMPARE_MAX = 64
+
+
 def _codes_of(values: np.ndarray, lookup: dict[str, int]) -> np.ndarray:
-    """``lookup[v]`` for every value (``KeyError`` for a value not in ``lookup``), through the distinct values."""
+    """``lookup[v]`` for every value (``KeyError`` for the smallest value not in ``lookup``)."""
+    if len(lookup) <= _COMPARE_MAX and values.dtype.kind == "U":
+        out = np.full(values.shape[0], -1, dtype=np.int64)
+        for v, i in lookup.items():
+            out[values == v] = i
+        missing = np.flatnonzero(out < 0)
+        if missing.size:
+            raise KeyError(min(values[missing].tolist()))
+        return out
     uniq, inverse = np.unique(values, return_inverse=True)
     table = np.array([lookup[v] for v in uniq.tolist()], dtype=np.int64)
     return table[inverse.reshape(-1)]
+
+
+def _block_codes(fam: np.ndarray, ctx: np.ndarray, bcode: dict[tuple[str, str], int]) -> np.ndarray:
+    """``bcode[(fam[i], ctx[i])]`` for every row, looked up once per run of equal (family, context) rows."""
+    n = fam.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    start = np.flatnonzero(np.r_[True, (fam[1:] != fam[:-1]) | (ctx[1:] != ctx[:-1])])
+    fam_r, ctx_r = fam[start], ctx[start]
+    fam_u, fam_i = np.unique(fam_r, return_inverse=True)
+    ctx_u, ctx_i = np.unique(ctx_r, return_inverse=True)
+    width = max(ctx_u.size, 1)
+    pair_u, pair_i = np.unique(fam_i.reshape(-1) * width + ctx_i.reshape(-1), return_inverse=True)
+    pair_code = np.array([bcode[(str(fam_u[p // width]), str(ctx_u[p % width]))] for p in pair_u.tolist()],
+                         dtype=np.int64)
+    return np.repeat(pair_code[pair_i.reshape(-1)], np.diff(np.r_[start, n]))
 
 
 def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
@@ -50,14 +78,7 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     offset = np.r_[0, np.cumsum(lengths)]                             # its rows' range in ``rows``
 
     key_codes = _codes_of(history.key[rows], code)
-    fam, ctx = history.family[rows], history.context[rows]
-    fam_u, fam_i = np.unique(fam, return_inverse=True)
-    ctx_u, ctx_i = np.unique(ctx, return_inverse=True)
-    pair = fam_i.reshape(-1) * max(ctx_u.size, 1) + ctx_i.reshape(-1)
-    pair_u, pair_i = np.unique(pair, return_inverse=True)
-    pair_code = np.array([bcode[(str(fam_u[p // max(ctx_u.size, 1)]), str(ctx_u[p % max(ctx_u.size, 1)]))]
-                          for p in pair_u.tolist()], dtype=np.int64)
-    block_global = pair_code[pair_i.reshape(-1)]
+    block_global = _block_codes(history.family[rows], history.context[rows], bcode)
 
     # blocks of each stream: first and last row (positions in ``rows``), rank by first appearance
     nb = len(bcode)
