@@ -448,18 +448,25 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     if asked.shape != (queries.menu.shape[0],):
         raise AgentError(f"agent {agent.name!r} act_batch returned shape {asked.shape}, expected "
                          f"({queries.menu.shape[0]},)")
+    # the asked answers are checked against their menus (a copied twin has its source's menu, asked earlier)
+    ok = (asked >= 0) & (queries.menu == asked[:, None]).any(axis=1)
+    if not ok.all():
+        q = int(np.flatnonzero(~ok)[0])
+        q_s, q_t = int(queries.stream[q]), int(queries.task[q])
+        raise AgentError(f"agent {agent.name!r} chose label code {int(asked[q])}, which is not in the menu "
+                         f"(stream {stream_names[q_s]!r}, task {str(future_names[q_t])!r})")
     got = asked
     if drop is not None:
         got = np.empty(menu.shape[0], dtype=np.int64)
         got[sub] = asked
         twin = np.flatnonzero(drop)
         got[twin] = got[twin - mm[q_f[twin]] * (lay.asked_per_stream[q_stream[twin]] * p_n)]
-    ok = (got >= 0) & functools.reduce(np.logical_or, [col == got for col in menu.T], np.zeros(got.shape, bool))
-    if not ok.all():
-        q = int(np.flatnonzero(~ok)[0])
-        raise AgentError(f"agent {agent.name!r} chose label code {int(got[q])}, which is not in the menu "
-                         f"(stream {stream_names[q_stream[q]]!r}, task {str(future_names[q_task[q]])!r})")
-    decoded = np.where(menu_map[cc[q_f]], inv[mm[q_f], got], got) if menu_map.any() else got
+    if menu_map.any():  # the canonical code of each answer: ρ⁻¹ where the query's cell relabelled its menu
+        l_n = inv.shape[1]
+        decode = np.where(menu_map[cc][:, None], inv[mm], np.arange(l_n)[None, :]).astype(np.int64)  # (cdm, L)
+        decoded = decode.reshape(-1)[q_f * l_n + got]
+    else:
+        decoded = got
     # the histories and queries are no longer needed: freed before the (large) decision arrays are built
     del records, queries, keys, keys_r, outs, tasks, tk, bg, menu, all_state_labels, state_labels, seeds, asked, got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))

@@ -64,7 +64,7 @@ def stream_key(seed: int, stream: str) -> np.uint64:
 
 def task_keys(tasks: Sequence[str]) -> np.ndarray:
     """(J,) uint64 fingerprints of future task ids."""
-    return stable_ints([f"task:{t}" for t in tasks])
+    return stable_ints(tasks, "task:")
 
 
 def _finish(skey: np.ndarray, combo: np.ndarray, tkey: np.ndarray, repeat: np.ndarray) -> np.ndarray:
@@ -87,8 +87,12 @@ def query_seeds(seed: int, mode: str, streams: Sequence[str], combos: np.ndarray
     """:func:`decision_seeds` for a batch of queries as one array (same arithmetic, same bytes): query q
     reads stream ``streams[q_stream[q]]``, (cell, map, draw) key ``combos[q_combo[q]]``
     (:func:`combo_key`), task key ``q_task[q]`` (:func:`task_keys`) and repeat ``q_repeat[q]``."""
-    skeys = mix64(_U(seed) ^ stable_ints([f"stream:{s}" for s in streams]))  # stream_key of every stream
+    skeys = mix64(_U(seed) ^ stable_ints(streams, "stream:"))  # stream_key of every stream
     combos = np.asarray(combos, dtype=_U)
-    # _finish's first mix, mix64(stream key ^ combo key), once per (stream, combination)
-    first = mix64(skeys[:, None] ^ combos[None, :]).reshape(-1)[q_stream * combos.shape[0] + q_combo]
-    return mix64(mix64(first ^ q_task.astype(_U)) ^ (q_repeat.astype(_U) + _U(1)))
+    # _finish's first mix, mix64(stream key ^ combo key), once per (stream, combination), then gathered
+    first = mix64(skeys[:, None] ^ combos[None, :]).reshape(-1)
+    k = first[np.asarray(q_stream, dtype=np.int64) * combos.shape[0] + q_combo]  # a fresh array: mixed in place
+    k ^= q_task.astype(_U, copy=False)
+    mix64(k, out=k)
+    k ^= q_repeat.astype(_U) + _U(1)
+    return mix64(k, out=k)
