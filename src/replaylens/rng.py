@@ -8,9 +8,7 @@ stream and the same seed always gives the same bytes.
 from __future__ import annotations
 
 import hashlib
-import importlib
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -57,25 +55,10 @@ def derive_rng(seed: int, *path: int | str) -> np.random.Generator:
     return np.random.default_rng(derive_seed(seed, *path))
 
 
-def _plain_sha256() -> Callable[[bytes], Any]:
-    """CPython's own SHA-256 (``_sha256``; ``_sha2`` from 3.12), whose objects are cheaper to make than
-    OpenSSL's for short texts; ``hashlib.sha256`` where neither exists.  The same digests (tested)."""
-    for mod in ("_sha256", "_sha2"):
-        try:
-            sha: Callable[[bytes], Any] = importlib.import_module(mod).sha256
-            return sha
-        except (ImportError, AttributeError):
-            continue
-    return hashlib.sha256
-
-
-_SHA256 = _plain_sha256()
-
-
 def stable_ints(texts: Iterable[str], prefix: str = "") -> np.ndarray:
     """:func:`stable_int` of every ``prefix + text``, as a uint64 array (the digests joined, then the first
     8 bytes of each read at once)."""
-    sha = _SHA256
+    sha = hashlib.sha256
     raw = b"".join([sha((prefix + t).encode("utf-8")).digest() for t in texts])
     return np.frombuffer(raw, dtype="<u8")[::4] >> np.uint64(1)
 
