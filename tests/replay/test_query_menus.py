@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaylens.replay._engine import _distinct_rows, _query_menus
+from replaylens.replay._menus import distinct_rows, query_menus
 
 
 def _direct(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map, shared):
@@ -37,7 +37,7 @@ def test_query_menus_equal_the_query_by_query_construction(seed: int, n_lab: int
     cc, mm = np.repeat(np.arange(c_n), m_n), np.tile(np.arange(m_n), c_n)  # one draw
     menu_map, history_map = rng.random(c_n) < 0.5, rng.random(c_n) < 0.7
     q_f, q_task = rng.integers(0, c_n * m_n, size=q_n), rng.integers(0, n_tasks, size=q_n)
-    got = _query_menus(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map, shared=shared)
+    got = query_menus(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map, shared=shared)
     want = _direct(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map, shared)
     assert np.array_equal(got[0], want[0])
     assert (got[1] is None) == (want[1] is None)
@@ -51,6 +51,6 @@ def test_distinct_rows_index_every_row(rows: list[list[int]], wide: bool) -> Non
     arr = np.array(rows, dtype=np.int64)
     if wide:  # past the mixed-radix code: np.unique on rows
         arr = np.concatenate([arr, np.full((arr.shape[0], 40), 2**40, dtype=np.int64)], axis=1)
-    uniq, of = _distinct_rows(arr)
+    uniq, of = distinct_rows(arr)
     assert np.array_equal(uniq[of], arr)
     assert len({tuple(r) for r in uniq.tolist()}) == uniq.shape[0] == len({tuple(r) for r in arr.tolist()})

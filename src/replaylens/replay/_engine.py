@@ -25,6 +25,7 @@ from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
 from ._layout import query_layout, stream_decisions, task_layout
 from ._lazyrng import SeedBlock
+from ._menus import query_menus
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
@@ -420,7 +421,7 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     q_f, q_task, q_stream = ql.combo, ql.task, ql.stream
     q_row = q_stream * cdm + q_f if not shared else q_stream * (c_n * d_n) + q_f // m_n   # q_f = (c, d, m)
     history_map = np.array([cell.history_map for cell in plan.cells])
-    menu, all_state_labels = _query_menus(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map,
+    menu, all_state_labels = query_menus(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map,
                                           shared=shared)
     # An agent sharing rows across label maps, declared deterministic, reads the same row, labels and menu at
     # every map of a cell that relabels neither the history nor the menu: it is asked at the first map only,
@@ -472,51 +473,6 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
     tick(int(cdm * p_n * lay.tasks_per_stream.sum()))
     return results
-
-
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of an (N, M) int array of codes >= −1 and each row's index among them."""
-    radix = int(rows.max(initial=0)) + 2
-    if rows.shape[0] and radix ** rows.shape[1] < 2**62:  # rows as one mixed-radix int64 code each
-        code = np.zeros(rows.shape[0], dtype=np.int64)
-        for col in rows.T[::-1]:
-            code = code * radix + (col + 1)
-        _u, first, of = np.unique(code, return_index=True, return_inverse=True)
-        return rows[first], of.reshape(-1)
-    uniq, of = np.unique(rows, axis=0, return_inverse=True)
-    return uniq, of.reshape(-1)
-
-
-def _query_menus(all_menu: np.ndarray, q_f: np.ndarray, q_task: np.ndarray, cc: np.ndarray, mm: np.ndarray,
-                 maps: np.ndarray, inv: np.ndarray, menu_map: np.ndarray, history_map: np.ndarray, *,
-                 shared: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Every query's displayed menu (Q, M) (ρ(menu) where its cell relabels the menu) and, for an agent
-    sharing rows across maps, the labels its items are read at (ρ⁻¹ of the displayed codes where the cell
-    relabels the history; −1 padding kept).  Both depend only on the query's (cell, draw, map) combination
-    ``q_f`` and its task's menu: when there are at most half as many such pairs as queries they are built once
-    per pair and gathered (the same values)."""
-    m_n = maps.shape[0]
-    uniq, u_of = _distinct_rows(all_menu)
-    q_n, cdm, u_n = q_f.shape[0], cc.shape[0], uniq.shape[0]
-    if cdm * u_n <= q_n // 2:
-        base = np.broadcast_to(uniq, (cdm, *uniq.shape))
-        f_c, f_m = cc[:, None, None], mm[:, None, None]
-        key = q_f * u_n + u_of[q_task]
-    else:  # every query on its own
-        base = all_menu[q_task]
-        f_c, f_m, key = cc[q_f][:, None], mm[q_f][:, None], None
-    menu = np.where(menu_map[f_c], np.where(base >= 0, maps[f_m, np.maximum(base, 0)], -1), base) \
-        if menu_map.any() else base
-    labels = None
-    if shared:  # a label ℓ shown under ρ is read at ρ⁻¹(ℓ) where ρ relabelled the history, else at ℓ
-        # ρ⁻¹ with one more column that keeps the padding code −1 (a menu entry −1 reads that last column)
-        inv_pad = np.concatenate([inv, np.full((m_n, 1), -1, dtype=inv.dtype)], axis=1)
-        labels = inv_pad[f_m, menu] if history_map.all() else np.where(history_map[f_c], inv_pad[f_m, menu], menu)
-    if key is None:
-        return menu, labels
-    width = all_menu.shape[1]
-    return (np.take(menu.reshape(-1, width), key, axis=0),
-            np.take(labels.reshape(-1, width), key, axis=0) if labels is not None else None)
 
 
 def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
