@@ -29,7 +29,7 @@ from ._menus import query_menus
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
-from ._streams import StreamData, future_column, future_menus, shared_columns
+from ._streams import StreamData, future_column, task_columns
 
 __all__ = [
     "DEFAULT_SHARD_MEMORY",
@@ -550,16 +550,10 @@ def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int
     values_at = getattr(table, "values_at", None)  # a file-read table: looked up on codes (the row dicts' values)
     rows_for = getattr(table, "rows_for", None)
     if values_at is not None and rows_for is not None:
-        # the table's row of each task, and each task's menu as a code into the distinct menus
-        shared = shared_columns(sds)
-        if shared is not None:   # the table's rows of the whole task set (kept by the table), then these tasks'
-            cols, at = shared
-            rows = rows_for(cols.streams, cols.stream, cols.task)[at]
-        else:
-            rows = rows_for([sd.name for sd in sds], np.repeat(np.arange(len(sds)), [len(sd.futures) for sd in sds]),
-                            future_column(sds, "task"))
-        menu_list, menu_code = future_menus(sds)
-        vals = np.asarray(values_at(rows, menu_list, menu_code), dtype=np.float64)
+        # the table's rows of the whole task set (kept by the table), then these tasks' rows and menu codes
+        cols, at = task_columns(sds)
+        rows = rows_for(cols.streams, cols.stream, cols.task)[at]
+        vals = np.asarray(values_at(rows, cols.menus, cols.menu[at]), dtype=np.float64)
     else:
         vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
                             for a in f.menu), dtype=np.float64, count=int(on.sum()))

@@ -11,7 +11,7 @@ import numpy as np
 from ..agents import TaskInput
 from ..records import FutureColumns, FutureRows, FutureTask, History
 
-__all__ = ["EncodedStreams", "StreamData", "future_column", "future_menus", "shared_columns"]
+__all__ = ["EncodedStreams", "StreamData", "future_column", "task_columns"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,42 +131,23 @@ def _restore(name: str, history: History, rows: slice, futures: Sequence[FutureT
     return StreamData.view(name, history, rows, futures, enc, records, tasks)
 
 
-def shared_columns(sds: Sequence[StreamData]) -> tuple[FutureColumns, np.ndarray] | None:
-    """The columns every stream's tasks are a view of, and the streams' rows concatenated; ``None`` when the
-    tasks are objects or views of different columns."""
+def task_columns(sds: Sequence[StreamData]) -> tuple[FutureColumns, np.ndarray]:
+    """The future-task columns of streams ``sds`` and the positions of their tasks in them, concatenated in
+    stream order: the columns every stream's tasks are a view of (no task objects), else columns built from
+    the streams' task objects (the per-stream loop's streams)."""
     views = [sd.futures for sd in sds]
-    if not views or not all(isinstance(v, FutureRows) for v in views):
-        return None
     rows = [v for v in views if isinstance(v, FutureRows)]
-    cols = rows[0].columns
-    if any(v.columns is not cols for v in rows):
-        return None
-    return cols, np.concatenate([v.rows for v in rows])
+    if rows and len(rows) == len(views) and all(v.columns is rows[0].columns for v in rows):
+        return rows[0].columns, np.concatenate([v.rows for v in rows])
+    tasks = [f for v in views for f in v]
+    return FutureColumns.of_tasks(tasks), np.arange(len(tasks), dtype=np.int64)
 
 
 def future_column(sds: Sequence[StreamData], name: str) -> np.ndarray:
-    """The future tasks' ``task`` ids (text) or per-stratum ``index`` of streams ``sds``, concatenated in order;
-    read from the columns when every stream's tasks are a view of the same columns (no task objects)."""
-    shared = shared_columns(sds)
-    if shared is not None:
-        column = getattr(shared[0], name)
-        at = shared[1]
-        if at.size == column.shape[0] and (at.size == 0 or (at[0] == 0 and (np.diff(at) == 1).all())):
-            return np.asarray(column)   # every task, in order: the column itself (read-only), not a copy
-        return np.asarray(column[at])
-    views = [sd.futures for sd in sds]
-    values = [getattr(f, name) for v in views for f in v]
-    if name == "index":
-        return np.array(values, dtype=np.int64)
-    return np.array(values, dtype=object) if any(x.endswith("\x00") for x in values) else \
-        np.array(values, dtype=str) if values else np.zeros(0, dtype="<U1")
-
-
-def future_menus(sds: Sequence[StreamData]) -> tuple[Sequence[tuple[str, ...]], np.ndarray]:
-    """The distinct menus and each future task's menu code (streams ``sds``, concatenated in order)."""
-    shared = shared_columns(sds)
-    if shared is not None:
-        return shared[0].menus, shared[0].menu[shared[1]]
-    seen: dict[tuple[str, ...], int] = {}
-    codes = [seen.setdefault(f.menu, len(seen)) for sd in sds for f in sd.futures]
-    return tuple(seen), np.array(codes, dtype=np.int64)
+    """The future tasks' ``task`` ids (text) or per-stratum ``index`` of streams ``sds``, concatenated in order
+    (:func:`task_columns`)."""
+    cols, at = task_columns(sds)
+    column = getattr(cols, name)
+    if at.size == column.shape[0] and (at.size == 0 or (at[0] == 0 and (np.diff(at) == 1).all())):
+        return np.asarray(column)   # every task, in order: the column itself (read-only), not a copy
+    return np.asarray(column[at])
