@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replaylens.replay._menus import distinct_rows, query_menus
+from replaylens.records import distinct_rows
+from replaylens.replay._menus import query_menus
 
 
 def _direct(all_menu, q_f, q_task, cc, mm, maps, inv, menu_map, history_map, shared):
@@ -51,6 +52,8 @@ def test_distinct_rows_index_every_row(rows: list[list[int]], wide: bool) -> Non
     arr = np.array(rows, dtype=np.int64)
     if wide:  # past the mixed-radix code: np.unique on rows
         arr = np.concatenate([arr, np.full((arr.shape[0], 40), 2**40, dtype=np.int64)], axis=1)
-    uniq, of = distinct_rows(arr)
+    first, of = distinct_rows(arr)
+    uniq = arr[first]
     assert np.array_equal(uniq[of], arr)
+    assert all(of[f] == j and not (of[:f] == j).any() for j, f in enumerate(first.tolist()))  # first positions
     assert len({tuple(r) for r in uniq.tolist()}) == uniq.shape[0] == len({tuple(r) for r in arr.tolist()})

@@ -1,5 +1,6 @@
 """Typed histories, future task sets and evaluators, with validated IO (``docs/guide/schema.md``)."""
 
+from ._codes import distinct_rows
 from ._columns import Field, read_raw
 from ._futures import FutureColumns, FutureRows, FutureTask, FutureTasks
 from ._history import Evaluator, History, Record, block_name
@@ -33,6 +34,7 @@ __all__ = [
     "Record",
     "block_name",
     "check_inputs",
+    "distinct_rows",
     "evaluator_from_rows",
     "futures_from_tasks",
     "history_from_records",

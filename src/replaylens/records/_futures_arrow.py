@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._arrow_rows import ascii_text_array, is_text, text_codes
-from ._codes import has_duplicates
+from ._codes import distinct_rows, has_duplicates
 from ._futures import FutureColumns, FutureTasks, text_array
 
 __all__ = ["futures_from_arrow"]
@@ -104,19 +104,12 @@ def _menus(table: Any, n: int) -> tuple[tuple[tuple[str, ...], ...], np.ndarray]
     width = int(lengths.max())
     padded = np.full((n, width), -1, dtype=np.int64)
     padded[row, np.arange(codes.size) - np.repeat(offsets[:-1], lengths)] = codes
-    base = len(vocab) + 1
-    if width * np.log2(base) < 62:   # a menu as one integer: its codes (+1) as digits in base |vocab| + 1
-        key = np.zeros(n, dtype=np.int64)
-        for j in range(width):
-            key = key * base + (padded[:, j] + 1)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    else:
-        _, first, inverse = np.unique(padded, axis=0, return_index=True, return_inverse=True)
+    first, inverse = distinct_rows(padded)
     order = np.argsort(first, kind="stable")                 # distinct menus by first appearance
     rank = np.empty(first.size, dtype=np.int64)
     rank[order] = np.arange(first.size)
     menus = tuple(tuple(vocab[c] for c in padded[first[j]].tolist() if c >= 0) for j in order.tolist())
-    return menus, rank[inverse.reshape(-1)]
+    return menus, rank[inverse]
 
 
 def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["distinct_rows", "query_menus"]
+from ..records import distinct_rows
 
-
-def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of an (N, M) int array of codes >= −1 and each row's index among them."""
-    radix = int(rows.max(initial=0)) + 2
-    if rows.shape[0] and radix ** rows.shape[1] < 2**62:  # rows as one mixed-radix int64 code each
-        code = np.zeros(rows.shape[0], dtype=np.int64)
-        for col in rows.T[::-1]:
-            code = code * radix + (col + 1)
-        _u, first, of = np.unique(code, return_index=True, return_inverse=True)
-        return rows[first], of.reshape(-1)
-    uniq, of = np.unique(rows, axis=0, return_inverse=True)
-    return uniq, of.reshape(-1)
+__all__ = ["query_menus"]
 
 
 def query_menus(all_menu: np.ndarray, q_f: np.ndarray, q_task: np.ndarray, cc: np.ndarray, mm: np.ndarray,
@@ -29,7 +18,8 @@ def query_menus(all_menu: np.ndarray, q_f: np.ndarray, q_task: np.ndarray, cc: n
     ``q_f`` and its task's menu: when there are at most half as many such pairs as queries they are built once
     per pair and gathered (the same values)."""
     m_n = maps.shape[0]
-    uniq, u_of = distinct_rows(all_menu)
+    first, u_of = distinct_rows(all_menu)
+    uniq = all_menu[first]
     q_n, cdm, u_n = q_f.shape[0], cc.shape[0], uniq.shape[0]
     if cdm * u_n <= q_n // 2:
         base = np.broadcast_to(uniq, (cdm, *uniq.shape))
