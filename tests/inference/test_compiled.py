@@ -1,0 +1,85 @@
+"""The compiled draw-and-count loop (``fast`` extra, numba) against numpy's own draws (issue 27).
+
+It must give exactly the cluster indices of ``Generator.integers(0, n, dtype=int64)`` (through their
+counts), call after call, and so the shared bootstrap's bytes must not depend on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import require
+from replaylens.inference import shared_bootstrap
+
+compiled = importlib.import_module("replaylens.inference._compiled")
+shared = importlib.import_module("replaylens.inference._shared")
+
+
+@pytest.fixture(autouse=True)
+def _needs_numba() -> None:
+    if not compiled.compiled_available():
+        require("fast", "numba (the fast extra) is not installed")
+
+
+#: 2**32 mod n = 1,019,911 for this n: about one word in 4,200 is rejected (about 250 per draw)
+_REJECTING = 2**20 + 7
+
+
+def _numpy_counts(gen: np.random.Generator, n: int, c: int) -> np.ndarray:
+    index = gen.integers(0, n, size=(c, n), dtype=np.int64)
+    return np.stack([np.bincount(row, minlength=n) for row in index]).astype(np.float64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.one_of(st.integers(2, 70), st.sampled_from([255, 256, 1000, 4097, 65536, 99_991, _REJECTING])),
+       chunks=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32))
+def test_counts_equal_numpy_integers_call_after_call(n: int, chunks: list[int], seed: int) -> None:
+    ref = np.random.default_rng(seed)
+    fill = compiled.BootstrapCounts(np.random.default_rng(seed).bit_generator, n)
+    for c in chunks:
+        got = np.empty((c, n))
+        fill(got)
+        assert got.tobytes() == _numpy_counts(ref, n, c).tobytes()
+
+
+def test_rejected_words_are_skipped_as_numpy_skips_them() -> None:
+    n = _REJECTING
+    words = np.asarray(np.random.default_rng(5).bit_generator.random_raw(n), dtype="<u8").view("<u4")
+    low = (words.astype(np.uint64) * np.uint64(n)) & np.uint64(0xFFFFFFFF)
+    assert int(np.count_nonzero(low < (2**32 - n) % n)) > 100  # this stream does reject words
+    got = np.empty((2, n))
+    compiled.BootstrapCounts(np.random.default_rng(5).bit_generator, n)(got)
+    assert got.tobytes() == _numpy_counts(np.random.default_rng(5), n, 2).tobytes()
+
+
+def test_short_word_supply_is_redrawn_not_truncated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no slack every chunk runs short (rejections need extra words): the fill draws more and redoes
+    the chunk, still equal to numpy's draws; the loop itself reports a short supply, never reads past it."""
+    monkeypatch.setattr(compiled, "_SLACK", 0)
+    n = _REJECTING
+    kernel = compiled._kernel()
+    assert kernel(np.zeros(n - 1, dtype=np.uint32), n, np.empty((1, n))) == -1
+    ref = np.random.default_rng(9)
+    fill = compiled.BootstrapCounts(np.random.default_rng(9).bit_generator, n)
+    for c in (1, 3, 2):
+        got = np.empty((c, n))
+        fill(got)
+        assert got.tobytes() == _numpy_counts(ref, n, c).tobytes()
+
+
+@pytest.mark.parametrize("n", [2, 257, 3000])
+def test_shared_bootstrap_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    values = np.random.default_rng(n).normal(size=(n, 4))
+    monkeypatch.setattr(shared, "COMPILED_CELLS", 1 << 62)
+    plain = shared_bootstrap(values, n_resamples=700, seed=17, groups=[3, 1], threads=2)
+    monkeypatch.setattr(shared, "COMPILED_CELLS", 0)
+    assert shared._use_compiled(n, 700)
+    fast = shared_bootstrap(values, n_resamples=700, seed=17, groups=[3, 1], threads=2)
+    for a, b in zip(plain, fast, strict=True):
+        assert a.distribution.tobytes() == b.distribution.tobytes()
+        assert a.low.tobytes() == b.low.tobytes() and a.high.tobytes() == b.high.tobytes()
