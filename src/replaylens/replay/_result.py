@@ -122,7 +122,8 @@ class Decisions:
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
         # they save; the rest keep parquet's dictionary encoding.  Row-group statistics (min/max) only for the
         # block columns a reader filters row groups on; the utilities are not compressed (random doubles: snappy
-        # gains nothing there)
+        # gains nothing there); values are encoded 65,536 at a time (pyarrow's default 1,024 cost ~15% more time
+        # on 4*10^6 decisions; the pages, and so the content, are unchanged)
         plain = {"task", "utility", "oracle_utility"}
         with_stats = ["task_index", "cell", "map", "draw", "repeat"]
         compression = {name: "none" if name in ("utility", "oracle_utility") else "snappy" for name in DECISION_COLUMNS}
@@ -155,7 +156,8 @@ class Decisions:
                 if writer is None:
                     writer = pq.ParquetWriter(path, table.schema,
                                               use_dictionary=[x for x in table.column_names if x not in plain],
-                                              write_statistics=with_stats, compression=compression)
+                                              write_statistics=with_stats, compression=compression,
+                                              write_batch_size=1 << 16)
                 writer.write_table(table, row_group_size=rows_per_group)
         finally:
             if writer is not None:
