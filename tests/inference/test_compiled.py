@@ -75,8 +75,10 @@ def test_short_word_supply_is_redrawn_not_truncated(monkeypatch: pytest.MonkeyPa
 @pytest.mark.parametrize("n", [2, 257, 3000])
 def test_shared_bootstrap_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     values = np.random.default_rng(n).normal(size=(n, 4))
-    monkeypatch.setattr(shared, "COMPILED_CELLS", 1 << 62)
+    monkeypatch.setattr(shared, "compiled_available", lambda: False)
+    assert not shared._use_compiled(n, 700)
     plain = shared_bootstrap(values, n_resamples=700, seed=17, groups=[3, 1], threads=2)
+    monkeypatch.setattr(shared, "compiled_available", compiled.compiled_available)
     monkeypatch.setattr(shared, "COMPILED_CELLS", 0)
     assert shared._use_compiled(n, 700)
     fast = shared_bootstrap(values, n_resamples=700, seed=17, groups=[3, 1], threads=2)

@@ -14,12 +14,11 @@ numpy path.
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
+
+from replaylens._jit import compiled
 
 __all__ = ["BootstrapCounts", "compiled_available"]
 
@@ -27,44 +26,39 @@ __all__ = ["BootstrapCounts", "compiled_available"]
 _SLACK = 64
 
 
-@functools.cache
+def _lemire_counts(words: np.ndarray, n: int, counts: np.ndarray) -> int:
+    """Rows of ``counts`` (``(c, n)``) := counts of successive Lemire draws on ``[0, n)`` from the 32-bit
+    ``words``; the number of words used, or -1 when they run out first (compiled by :func:`_kernel`)."""
+    bound = np.uint64(n)
+    low32 = np.uint64(0xFFFFFFFF)
+    shift = np.uint64(32)
+    threshold = np.uint64((0x100000000 - n) % n)
+    pos = 0
+    size = words.shape[0]
+    tally = np.zeros(n, dtype=np.int32)  # cache-friendlier than float64 counts
+    for r in range(counts.shape[0]):
+        tally[:] = 0
+        i = 0
+        while i < n:
+            if pos >= size:
+                return -1
+            m = np.uint64(words[pos]) * bound
+            pos += 1
+            if (m & low32) >= threshold:
+                tally[m >> shift] += 1
+                i += 1
+        for j in range(n):
+            counts[r, j] = tally[j]
+    return pos
+
+
+def _probe(fn: Callable[..., int]) -> None:
+    fn(np.arange(1, 4, dtype=np.uint32) << np.uint32(30), 3, np.zeros((1, 3)))
+
+
 def _kernel() -> Callable[..., int] | None:
     """The compiled counting loop, or ``None`` where numba is not installed or does not compile it."""
-    try:  # imported by name: numba ships no type information
-        numba: Any = importlib.import_module("numba")
-    except ImportError:
-        return None
-
-    def lemire_counts(words: np.ndarray, n: int, counts: np.ndarray) -> int:
-        bound = np.uint64(n)
-        low32 = np.uint64(0xFFFFFFFF)
-        shift = np.uint64(32)
-        threshold = np.uint64((0x100000000 - n) % n)
-        pos = 0
-        size = words.shape[0]
-        tally = np.zeros(n, dtype=np.int32)  # cache-friendlier than float64 counts
-        for r in range(counts.shape[0]):
-            tally[:] = 0
-            i = 0
-            while i < n:
-                if pos >= size:
-                    return -1
-                m = np.uint64(words[pos]) * bound
-                pos += 1
-                if (m & low32) >= threshold:
-                    tally[m >> shift] += 1
-                    i += 1
-            for j in range(n):
-                counts[r, j] = tally[j]
-        return pos
-
-    try:
-        compiled: Callable[..., int] = numba.njit(nogil=True, cache=True)(lemire_counts)
-        probe = np.zeros((1, 3))
-        compiled(np.arange(1, 4, dtype=np.uint32) << np.uint32(30), 3, probe)
-    except Exception:  # a numba that cannot compile here: keep the numpy path
-        return None
-    return compiled
+    return compiled(_lemire_counts, _probe)
 
 
 def compiled_available() -> bool:

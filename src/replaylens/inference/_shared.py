@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
+from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
@@ -105,8 +106,8 @@ def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, ou
 
 def _use_compiled(n: int, n_resamples: int) -> bool:
     """Whether the draws go through the compiled loop: numba installed and a problem big enough
-    (:data:`COMPILED_CELLS`) that importing it pays; the bytes are the same either way."""
-    return n * n_resamples >= COMPILED_CELLS and compiled_available()
+    (:data:`COMPILED_CELLS`) that importing it pays, or numba loaded already; the bytes are the same either way."""
+    return worth_it(n * n_resamples, COMPILED_CELLS) and compiled_available()
 
 
 def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray) -> None:
