@@ -11,13 +11,14 @@ that (:func:`worth_it`), or once numba is loaded anyway.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["compiled", "worth_it"]
+__all__ = ["compiled", "loaded", "preload", "worth_it"]
 
 _DONE: dict[Callable[..., Any], Callable[..., Any] | None] = {}
 _LOCK = threading.Lock()  # one compile per loop, whichever thread asks first
@@ -47,7 +48,18 @@ def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], obj
     return fn
 
 
+def loaded() -> bool:
+    """Whether numba is imported in this process (its cost is paid)."""
+    return "numba" in sys.modules
+
+
+def preload() -> None:
+    """Import numba now, where installed (a large run's callers then use their compiled loops)."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module("numba")
+
+
 def worth_it(work: int, threshold: int) -> bool:
     """Whether a compiled loop should be used for ``work`` units: at least ``threshold`` of them, or numba is
-    already imported (its cost is paid)."""
-    return work >= threshold or "numba" in sys.modules
+    already imported."""
+    return work >= threshold or loaded()

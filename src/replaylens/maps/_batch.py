@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from .._jit import loaded
 from ..rng import derive_seed, stable_int, stable_ints
+from ._compiled import shuffle_loop
 from ._pcg import VectorPCG64, pcg64_states, shuffle_draws
 from ._slots import SlotLaw, SlotSpec, draw_block, stream_perm
 
@@ -76,6 +78,13 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
     if small.any() and int(small.sum()) < VEC_MIN_STREAMS_PER_SLOT * int(slots[small].max()):
         small[:] = False  # too few streams for their length: one at a time is cheaper
     states = pcg64_states([seed, stable_int(gen_role)], name_ints[g_rows])
+    loop = shuffle_loop() if loaded() else None
+    if loop is not None:  # numba loaded (a large run preloads it): every stream in one compiled pass
+        q_sizes = sizes[dq]
+        perms = np.empty((dq.size, int(q_sizes.max())), dtype=np.int64)
+        loop(*states, g_first, g_first + g_count, q_sizes, law is SlotLaw.DERANGEMENT, perms)
+        _place(local, starts[dq], q_sizes, perms)
+        return local
     if small.any():
         sel = np.flatnonzero(small)
         q_small = dq[np.repeat(small, g_count)]
