@@ -147,7 +147,7 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     from ._publish import check_different_run, locked_out, publish
 
     root = Path(out)
-    summary = result.summary()
+    summary = result.document()   # shared, read-only: the writers below only read it
     man = manifest.model_dump(mode="json")
 
     def build(tmp: Path) -> None:
