@@ -16,6 +16,7 @@ utility and oracle contrasts).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -325,11 +326,14 @@ def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: R
     return dict(fn(history, futures, plan, d, seed=seed, n_resamples=n_resamples, level=level))
 
 
-def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
+def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95,
+              on_readouts: Callable[[list[tuple[str, StreamValues, StreamValues, StreamValues]]], None] | None = None,
+              ) -> list[CellSummary]:
     """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps).
 
     Every row's interval and tests come from one set of resamples shared by all rows (paired across rows),
-    drawn in blocks on a few threads."""
+    drawn in blocks on a few threads.  ``on_readouts`` receives every row's (name, action, ΔU, ΔO) readouts
+    before the statistics start (an audit writing a report starts on what does not need the intervals)."""
     pending: list[tuple[Any, ...]] = []
     plan = d.plan
     has_maps = len(plan.maps) > 1
@@ -355,6 +359,8 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         changed = d.actions[0][1:] != d.actions[0][:1]
         pending.append((d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
                         int(changed.size)))
+    if on_readouts is not None:
+        on_readouts([(p[1], p[3], p[4], p[5]) for p in pending])
     stats = _inference([np.column_stack([p[3].values, p[4].values, p[5].values]) for p in pending], seed,
                        n_resamples, level)
     return [_row(*p, inference=inference) for p, inference in zip(pending, stats, strict=True)]
