@@ -103,13 +103,8 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
 
 
 def _chosen_utility(dec: Decisions, actions: np.ndarray) -> np.ndarray:
-    """g̃(x_i, a) of every action in ``actions`` (shape (..., N), task i last): ``dec.utility[i, a]``, gathered
-    through flat indices (the same values, without the two-index broadcast)."""
-    u = dec.utility
-    if actions.size == 0 or u.ndim != 2 or int(actions.min()) < 0:   # negative codes index from the end
-        return np.asarray(u[np.arange(dec.n_tasks), actions])
-    base = np.arange(u.shape[0], dtype=np.intp) * u.shape[1]
-    return np.take(u.reshape(-1), actions + base)
+    """g̃(x_i, a) of every action in ``actions`` (shape (..., N), task i last): ``dec.utility[i, a]``."""
+    return np.asarray(dec.utility[np.arange(dec.n_tasks), actions])
 
 
 def _readout(dec: Decisions, y: str, c: int, sel: np.ndarray | None = None) -> np.ndarray:
