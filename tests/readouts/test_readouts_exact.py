@@ -96,3 +96,13 @@ def test_pooling_groups_follow_the_decisions_object(dec) -> None:
     merged = replace(dec, stream_idx=np.zeros_like(dec.stream_idx))   # one stream holding every task
     assert pool_tasks(x, merged).shape == (1,)
     assert np.array_equal(pool_tasks(x, dec), first)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8])
+def test_small_integer_values_pool_exactly_as_floats(dec, dtype) -> None:
+    """0/1 indicators and their differences are pooled by integer sums: the same bits as the float64 pass."""
+    rng = np.random.default_rng(11)
+    lo = -1 if dtype is np.int8 else 0
+    x = rng.integers(lo, 2, size=(3, 2, 1, dec.n_tasks)).astype(dtype)
+    got = pool_tasks(x, dec)
+    assert got.dtype == np.float64 and np.array_equal(got, pool_tasks(x.astype(np.float64), dec))

@@ -64,7 +64,7 @@ def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonid
     c = dec.cell_index(cell)
     sel = map_selection(dec, maps)
     a = dec.actions[c]
-    return _finish(f"A_{cell}", cell, dec, (a[sel] != a[0][None]).astype(np.float64), sel)
+    return _finish(f"A_{cell}", cell, dec, a[sel] != a[0][None], sel)
 
 
 def a_rekey(dec: Decisions) -> StreamValues:
@@ -99,7 +99,7 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
     """
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     a = dec.actions[dec.cell_index(cell)][sel]
-    return _finish(f"D_A^{cell}", cell, dec, (a != _baseline(dec, cell, sel)).astype(np.float64), sel)
+    return _finish(f"D_A^{cell}", cell, dec, a != _baseline(dec, cell, sel), sel)
 
 
 def _chosen_utility(dec: Decisions, actions: np.ndarray) -> np.ndarray:
@@ -114,8 +114,8 @@ def _readout(dec: Decisions, y: str, c: int, sel: np.ndarray | None = None) -> n
     a = dec.actions[c] if sel is None else dec.actions[c][sel]
     if y == "U":
         return _chosen_utility(dec, a)
-    if y == "O":
-        return (a == dec.oracle).astype(np.float64)
+    if y == "O":   # 0/1 as int8: differences stay exact integers, pooled exactly (pool_tasks)
+        return (a == dec.oracle).view(np.int8)
     if y == "A":
         raise ValueError("use action_response / direct_action_contrast for y = A")
     raise ValueError(f"readout y must be 'U', 'A' or 'O'; got {y!r}")
@@ -165,7 +165,7 @@ def delta(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> St
     c = dec.cell_index(cell)
     if y == "A":
         a = dec.actions[c]
-        per = (a[sel] != a[0][None]).astype(np.float64)
+        per = a[sel] != a[0][None]
     elif y == "U":
         u = _readout(dec, "U", c, np.r_[0, sel])
         per = u[0][None] - u[1:]
@@ -261,7 +261,7 @@ def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None)
         cell=cell,
         net=_finish(f"ΔU_{cell}", cell, dec, du, sel),
         absolute=_finish(f"|ΔU|_{cell}", cell, dec, np.abs(du), sel),
-        switch_rate=_finish(f"switch_{cell}", cell, dec, sw.astype(np.float64), sel),
+        switch_rate=_finish(f"switch_{cell}", cell, dec, sw, sel),
         conditional=float(du_sw.mean()) if n else 0.0,
         harm=float((du_sw < 0).mean()) if n else 0.0,
         tie=float((du_sw == 0).mean()) if n else 0.0,
