@@ -64,3 +64,46 @@ def test_dumps_indented_lays_out_long_lists_at_every_depth() -> None:
     assert dumps_indented(obj) == json.dumps(obj, indent=2, allow_nan=False)
     top = rng.random(100).tolist()
     assert dumps_indented(top) == json.dumps(top, indent=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(FLOATS, max_size=200), st.integers(0, 3))
+def test_float_lists_lay_out_as_json_dumps(values: list[float], depth: int) -> None:
+    """A per-stream FloatList (its flat text made once, maybe on another thread) is written exactly as the
+    strict list it holds."""
+    from replaylens.report._json import float_list
+
+    class Owner:  # an immutable holder, as a StreamValues is
+        pass
+
+    owner = Owner()
+    fl = float_list(owner, np.asarray(values, dtype=np.float64), text=True)
+    strict = _reference_strict(values)
+    assert fl == strict and float_list(owner, np.zeros(0)) is fl   # made once per owner
+    obj: Any = {"a": fl, "b": [fl, 1.5]}
+    for _ in range(depth):
+        obj = {"k": [obj]}
+    assert dumps_indented(obj) == json.dumps(_reference_strict(obj), indent=2, allow_nan=False)
+    assert strict_json(obj) == _reference_strict(obj)
+
+
+def test_summary_is_a_fresh_plain_copy_of_the_shared_document() -> None:
+    """summary() hands out copies (plain lists) of the document the writers share: changing one changes no other
+    call's result, and the content is the element-by-element strict form of every row's to_dict()."""
+    from replaylens.agents import load_agent
+    from replaylens.bandit import make_bandit
+    from replaylens.report import audit
+    from replaylens.report._json import FloatList
+
+    b = make_bandit(n_streams=70, slots_per_block=4, n_future=2)
+    res = audit(b.history, b.futures, b.evaluator, load_agent("mean"), cells="value,rename", n_resamples=50)
+    s1 = res.summary()
+    per = s1["rows"][0]["per_stream"]["action"]
+    assert type(per) is list and len(per) == 70
+    assert s1["rows"] == [_reference_strict(r.to_dict()) for r in res.rows]
+    assert isinstance(res.document()["rows"][0]["per_stream"]["action"], FloatList)
+    per.clear()
+    s1["rows"][0]["cell"] = "changed"
+    s2 = res.summary()
+    assert len(s2["rows"][0]["per_stream"]["action"]) == 70 and s2["rows"][0]["cell"] == "value"
+    assert json.dumps(s2) == json.dumps(res.document())

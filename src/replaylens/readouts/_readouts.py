@@ -64,7 +64,7 @@ def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonid
     c = dec.cell_index(cell)
     sel = map_selection(dec, maps)
     a = dec.actions[c]
-    return _finish(f"A_{cell}", cell, dec, (a[sel] != a[0][None]).astype(np.float64), sel)
+    return _finish(f"A_{cell}", cell, dec, a[sel] != a[0][None], sel)
 
 
 def a_rekey(dec: Decisions) -> StreamValues:
@@ -99,16 +99,23 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
     """
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     a = dec.actions[dec.cell_index(cell)][sel]
-    return _finish(f"D_A^{cell}", cell, dec, (a != _baseline(dec, cell, sel)).astype(np.float64), sel)
+    return _finish(f"D_A^{cell}", cell, dec, a != _baseline(dec, cell, sel), sel)
 
 
-def _readout(dec: Decisions, y: str, c: int) -> np.ndarray:
-    """The per-decision readout y of cell ``c`` only (shape maps × draws × repeats × tasks): computing it for
-    every cell at once would hold a float array as large as all decisions."""
+def _chosen_utility(dec: Decisions, actions: np.ndarray) -> np.ndarray:
+    """g̃(x_i, a) of every action in ``actions`` (shape (..., N), task i last): ``dec.utility[i, a]``."""
+    return np.asarray(dec.utility[np.arange(dec.n_tasks), actions])
+
+
+def _readout(dec: Decisions, y: str, c: int, sel: np.ndarray | None = None) -> np.ndarray:
+    """The per-decision readout y of cell ``c`` at the maps ``sel`` (all maps when None; shape maps × draws ×
+    repeats × tasks): computing it for every cell at once would hold a float array as large as all decisions,
+    and for maps a readout does not use it would be wasted work."""
+    a = dec.actions[c] if sel is None else dec.actions[c][sel]
     if y == "U":
-        return dec.chosen_utility(c)
-    if y == "O":
-        return dec.correct(c).astype(np.float64)
+        return _chosen_utility(dec, a)
+    if y == "O":   # 0/1 as int8: differences stay exact integers, pooled exactly (pool_tasks)
+        return (a == dec.oracle).view(np.int8)
     if y == "A":
         raise ValueError("use action_response / direct_action_contrast for y = A")
     raise ValueError(f"readout y must be 'U', 'A' or 'O'; got {y!r}")
@@ -117,21 +124,29 @@ def _readout(dec: Decisions, y: str, c: int) -> np.ndarray:
 def mean_utility(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """U_q(ρ) = mean over x of g̃(x, a_q^ρ(x))."""
     sel = map_selection(dec, maps)
-    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U", dec.cell_index(cell))[sel], sel)
+    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U", dec.cell_index(cell), sel), sel)
 
 
 def oracle_agreement(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """O_q(ρ) = mean over x of 1[a_q^ρ(x) = a*(x)]."""
     sel = map_selection(dec, maps)
-    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O", dec.cell_index(cell))[sel], sel)
+    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O", dec.cell_index(cell), sel), sel)
 
 
 def _direct(dec: Decisions, y: str, cell: str, maps: MapSel | None) -> StreamValues:
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     c = dec.cell_index(cell)
-    r0 = _readout(dec, y, 0)
-    base = np.broadcast_to(r0[0], r0[sel].shape) if dec.plan.cells[c].baseline == "identity" else r0[sel]
-    return _finish(f"Δ{y}_{cell}", cell, dec, _readout(dec, y, c)[sel] - base, sel)
+    base = _aligned_base(dec, y, c, sel)
+    return _finish(f"Δ{y}_{cell}", cell, dec, _readout(dec, y, c, sel) - base, sel)
+
+
+def _aligned_base(dec: Decisions, y: str, c: int, sel: np.ndarray) -> np.ndarray:
+    """Aligned readout y that cell ``c`` at maps ``sel`` is compared with: aligned at the same maps, or aligned at
+    ρ = id (broadcast over ``sel``) for consistent renaming."""
+    if dec.plan.cells[c].baseline == "identity":
+        r0 = _readout(dec, y, 0, np.array([0]))[0]
+        return np.broadcast_to(r0, (len(sel), *r0.shape))
+    return _readout(dec, y, 0, sel)
 
 
 def delta_u_direct(dec: Decisions, cell: str, maps: MapSel | None = None) -> StreamValues:
@@ -150,13 +165,13 @@ def delta(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> St
     c = dec.cell_index(cell)
     if y == "A":
         a = dec.actions[c]
-        per = (a[sel] != a[0][None]).astype(np.float64)
+        per = a[sel] != a[0][None]
     elif y == "U":
-        u = _readout(dec, "U", c)
-        per = u[0][None] - u[sel]
+        u = _readout(dec, "U", c, np.r_[0, sel])
+        per = u[0][None] - u[1:]
     elif y == "O":
-        o = _readout(dec, "O", c)
-        per = o[sel] - o[0][None]
+        o = _readout(dec, "O", c, np.r_[0, sel])
+        per = o[1:] - o[0][None]
     else:
         raise ValueError(f"y must be 'U', 'A' or 'O'; got {y!r}")
     return _finish(f"δ_{y}^{cell}", cell, dec, per, sel)
@@ -238,9 +253,7 @@ def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None)
     """Net, absolute and switch-conditional utility change of ``cell`` against its aligned baseline."""
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     c = dec.cell_index(cell)
-    u0 = _readout(dec, "U", 0)
-    base_u = np.broadcast_to(u0[0], u0[sel].shape) if dec.plan.cells[c].baseline == "identity" else u0[sel]
-    du = _readout(dec, "U", c)[sel] - base_u
+    du = _readout(dec, "U", c, sel) - _aligned_base(dec, "U", c, sel)
     sw = (dec.actions[c][sel] != _baseline(dec, cell, sel))
     du_sw = du[sw]
     n = int(du_sw.size)
@@ -248,7 +261,7 @@ def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None)
         cell=cell,
         net=_finish(f"ΔU_{cell}", cell, dec, du, sel),
         absolute=_finish(f"|ΔU|_{cell}", cell, dec, np.abs(du), sel),
-        switch_rate=_finish(f"switch_{cell}", cell, dec, sw.astype(np.float64), sel),
+        switch_rate=_finish(f"switch_{cell}", cell, dec, sw, sel),
         conditional=float(du_sw.mean()) if n else 0.0,
         harm=float((du_sw < 0).mean()) if n else 0.0,
         tie=float((du_sw == 0).mean()) if n else 0.0,

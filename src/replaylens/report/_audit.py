@@ -16,7 +16,9 @@ utility and oracle contrasts).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -40,9 +42,10 @@ from ..replay import (
     state_fingerprinter,
     state_response,
 )
+from ._json import FloatList, float_list
 
-__all__ = ["AuditResult", "CellSummary", "extra_readouts", "pct", "state_responses", "strict_json", "stream_warning",
-           "summarize"]
+__all__ = ["AuditResult", "CellSummary", "extra_readouts", "pct", "plain_json", "state_responses", "strict_json",
+           "stream_warning", "summarize"]
 
 MIN_STREAMS = 8
 
@@ -65,6 +68,8 @@ def strict_json(obj: Any) -> Any:
         return float(obj) if np.isfinite(obj) else None
     if isinstance(obj, dict):
         return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, FloatList):   # strict already
+        return obj
     if isinstance(obj, (list, tuple)):
         if len(obj) > 8 and set(map(type, obj)) == {float}:
             bad = np.flatnonzero(~np.isfinite(np.fromiter(obj, dtype=np.float64, count=len(obj))))
@@ -73,6 +78,18 @@ def strict_json(obj: Any) -> Any:
                 out[j] = None
             return out
         return [strict_json(v) for v in obj]
+    return obj
+
+
+def plain_json(obj: Any) -> Any:
+    """A copy of a strict JSON document (dicts, lists, scalars) for a caller that may change it: an audit's
+    cached summary hands out copies, its shared per-stream lists (:class:`FloatList`) as plain lists."""
+    if isinstance(obj, dict):
+        return {k: plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, FloatList):
+        return list(obj)
+    if isinstance(obj, list):
+        return [plain_json(v) for v in obj]
     return obj
 
 
@@ -131,6 +148,16 @@ class CellSummary:
                 f"utility {self.utility.estimate:+.4f})")
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary.json row (a fresh dict; NaN where summary.json has null)."""
+        return self._content(lambda sv: sv.values.tolist())
+
+    @cached_property
+    def _strict(self) -> dict[str, Any]:
+        """The summary.json row as strict JSON, made once; its per-stream lists are shared ``FloatList`` values
+        (possibly made beside the statistics, :mod:`._ahead`).  Read-only: :meth:`AuditResult.summary` copies."""
+        return strict_json(self._content(lambda sv: float_list(sv, sv.values)))
+
+    def _content(self, per_stream: Any) -> dict[str, Any]:
         iv = self.interval
         return {
             "cell": self.cell, "migration": self.migration, "action_readout": self.action_name,
@@ -141,8 +168,8 @@ class CellSummary:
             "delta_oracle_p": self.oracle_test.pvalue,
             "level": iv.level, "n_streams": iv.n_clusters, "n_resamples": iv.n_resamples,
             "n_decisions": self.n_decisions, "n_changed": self.n_changed,
-            "per_stream": {"action": self.action.values.tolist(), "delta_utility": self.utility.values.tolist(),
-                           "delta_oracle": self.oracle.values.tolist()},
+            "per_stream": {"action": per_stream(self.action), "delta_utility": per_stream(self.utility),
+                           "delta_oracle": per_stream(self.oracle)},
             "by_map": {"action": self.action.map_estimates(), "delta_utility": self.utility.map_estimates(),
                        "delta_oracle": self.oracle.map_estimates()},
             "verdict": self.verdict(),
@@ -171,7 +198,12 @@ class AuditResult:
         return [r.verdict() for r in self.rows]
 
     def summary(self) -> dict[str, Any]:
-        """The summary.json content: strict JSON (null, never NaN)."""
+        """The summary.json content: strict JSON (null, never NaN); a fresh copy on every call."""
+        return plain_json(self.document())
+
+    def document(self) -> dict[str, Any]:
+        """:meth:`summary` without the copy, for the writers of the result files: its rows (and their per-stream
+        lists, :class:`FloatList`) are made once and shared, so it must not be changed."""
         d = self.decisions
         warn = stream_warning(len(d.plan.streams))
         return strict_json({
@@ -189,8 +221,8 @@ class AuditResult:
             "n_resamples": self.n_resamples,
             "level": self.level,
             "path": d.path,
-            "aligned": {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))},
-            "rows": [r.to_dict() for r in self.rows],
+            "aligned": self._aligned,
+            "rows": [r._strict for r in self.rows],
             "verdicts": self.verdicts(),
             "rng": d.plan.rng,
             "warnings": ([warn] if warn else []) + list(self.settings.get("warnings", [])),
@@ -204,8 +236,13 @@ class AuditResult:
         """Every row judged against its declared (``settings["expectations"]``) or default expectation."""
         from ._verdict import verdict_summary
 
-        rows = [strict_json(r.to_dict()) for r in self.rows]
+        rows = [r._strict for r in self.rows]
         return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to)
+
+    @cached_property
+    def _aligned(self) -> dict[str, float]:
+        d = self.decisions
+        return {"mean_utility": float(_aligned_mean(d, "U")), "oracle_agreement": float(_aligned_mean(d, "O"))}
 
 
 def _cache_counts(agent: Agent) -> dict[str, Any]:
@@ -289,11 +326,14 @@ def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: R
     return dict(fn(history, futures, plan, d, seed=seed, n_resamples=n_resamples, level=level))
 
 
-def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95) -> list[CellSummary]:
+def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: float = 0.95,
+              on_readouts: Callable[[list[tuple[str, StreamValues, StreamValues, StreamValues]]], None] | None = None,
+              ) -> list[CellSummary]:
     """Summary rows for every non-aligned cell (and the rekey row when the plan has non-identity maps).
 
     Every row's interval and tests come from one set of resamples shared by all rows (paired across rows),
-    drawn in blocks on a few threads."""
+    drawn in blocks on a few threads.  ``on_readouts`` receives every row's (name, action, ΔU, ΔO) readouts
+    before the statistics start (an audit writing a report starts on what does not need the intervals)."""
     pending: list[tuple[Any, ...]] = []
     plan = d.plan
     has_maps = len(plan.maps) > 1
@@ -319,6 +359,8 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
         changed = d.actions[0][1:] != d.actions[0][:1]
         pending.append((d, "rekey", f"{REKEY_MIGRATION} (rekey)", act, util, orac, int(changed.sum()),
                         int(changed.size)))
+    if on_readouts is not None:
+        on_readouts([(p[1], p[3], p[4], p[5]) for p in pending])
     stats = _inference([np.column_stack([p[3].values, p[4].values, p[5].values]) for p in pending], seed,
                        n_resamples, level)
     return [_row(*p, inference=inference) for p, inference in zip(pending, stats, strict=True)]

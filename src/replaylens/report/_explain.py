@@ -65,17 +65,19 @@ def _pairs(d: Decisions, cmp: Comparison) -> tuple[np.ndarray, np.ndarray]:
 def consequences(d: Decisions) -> dict[str, dict[str, Any]]:
     """Per row: how many decisions changed and, among them, the shares with lower / equal / higher utility."""
     out: dict[str, dict[str, Any]] = {}
-    rows = np.arange(d.n_tasks)
+    before = d.actions[0, 0].reshape(-1)           # aligned at ρ = id: (draws × repeats × tasks)
+    width = before.size
     for cmp in comparisons(d):
-        after, before = _pairs(d, cmp)
-        changed = after != before
-        u_after = d.utility[rows, after][changed]
-        u_before = d.utility[rows, before][changed]
-        n = int(changed.sum())
-        diff = u_after - u_before
+        after = d.actions[cmp.c][np.asarray(cmp.maps)].reshape(-1)
+        # the changed decisions only: their aligned counterpart j, their task (the last axis)
+        hit = np.flatnonzero(after.reshape(-1, width) != before) if width else np.zeros(0, dtype=np.intp)
+        j = hit % max(width, 1)
+        task = j % max(d.n_tasks, 1)
+        diff = d.utility[task, after[hit]] - d.utility[task, before[j]]
+        n = int(hit.size)
         harm, gain = int((diff < -1e-12).sum()), int((diff > 1e-12).sum())
         tie = n - harm - gain
-        out[cmp.row] = {"n_decisions": int(changed.size), "n_changed": n, "harm": harm, "tie": tie, "gain": gain,
+        out[cmp.row] = {"n_decisions": int(after.size), "n_changed": n, "harm": harm, "tie": tie, "gain": gain,
                         **{f"{k}_share": (v / n if n else float("nan"))
                            for k, v in (("harm", harm), ("tie", tie), ("gain", gain))}}
     return out

@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import markupsafe
 
-__all__ = ["OKABE_ITO", "forest_svg", "heatmap_svg", "render_report", "render_template"]
+__all__ = ["OKABE_ITO", "ReportParts", "forest_svg", "heatmap_svg", "render_report", "render_template"]
 
 #: Okabe–Ito colour-blind-safe palette
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
@@ -158,19 +159,34 @@ def render_template(name: str, **context: Any) -> str:
     return _ENV.get_template(name).render(css=markupsafe.Markup(_CSS.read_text(encoding="utf-8")), **context)
 
 
+@dataclass(frozen=True)
+class ReportParts:
+    """Parts of report.html made before the intervals exist (:class:`~replaylens.report._ahead.ReportAhead`):
+    the utility consequences, the changed examples (None without the audit's inputs) and the heatmap (None: made
+    by :func:`render_report`)."""
+
+    consequences: dict[str, dict[str, Any]]
+    examples: dict[str, list[dict[str, Any]]] | None
+    heatmap: str | None = None
+
+
 def render_report(summary: dict[str, Any], manifest: dict[str, Any] | None, decisions: Any, *, history: Any = None,
                   futures: Any = None, agents: list[dict[str, Any]] | None = None,
-                  agent_comparisons: list[dict[str, Any]] | None = None) -> str:
+                  agent_comparisons: list[dict[str, Any]] | None = None, parts: ReportParts | None = None) -> str:
     """The report.html text of one audit (``decisions``: its :class:`~replaylens.replay.Decisions`).
 
     With ``history`` and ``futures`` the page shows concrete changed decisions with the records before
-    and after the intervention; ``agents`` / ``agent_comparisons`` add the multi-agent section.
+    and after the intervention; ``agents`` / ``agent_comparisons`` add the multi-agent section.  ``parts``: those
+    already made from the same decisions and inputs (else they are made here).
     """
     from ._explain import changed_examples, consequences
 
     rows = summary["rows"]
-    examples = changed_examples(decisions, history, futures) if history is not None and futures is not None else None
-    return render_template("report.html.j2", s=summary, manifest=manifest, consequences=consequences(decisions),
-                           examples=examples, forest=forest_svg(rows, summary["level"]) if rows else "",
-                           heatmap=heatmap_svg(rows, summary["maps"]) if rows else "", agents=agents or [],
-                           agent_comparisons=agent_comparisons or [])
+    if parts is None:
+        examples = (changed_examples(decisions, history, futures) if history is not None and futures is not None
+                    else None)
+        parts = ReportParts(consequences(decisions), examples)
+    heatmap = parts.heatmap if parts.heatmap is not None else heatmap_svg(rows, summary["maps"]) if rows else ""
+    return render_template("report.html.j2", s=summary, manifest=manifest, consequences=parts.consequences,
+                           examples=parts.examples, forest=forest_svg(rows, summary["level"]) if rows else "",
+                           heatmap=heatmap, agents=agents or [], agent_comparisons=agent_comparisons or [])

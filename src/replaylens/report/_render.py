@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..records import FutureTasks, History
+from ._ahead import ReportAhead
 from ._audit import AuditResult
 from ._html import render_report
 from ._json import dumps_indented
@@ -133,7 +134,7 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
                   history: History | None = None, futures: FutureTasks | None = None,
                   agents: list[dict[str, Any]] | None = None,
                   agent_comparisons: list[dict[str, Any]] | None = None, overwrite: bool = False,
-                  staged: StagedDecisions | None = None) -> Path:
+                  staged: StagedDecisions | None = None, ahead: ReportAhead | None = None) -> Path:
     """Write every artifact into a fresh sibling directory, then publish the set with one rename (a reader
     never sees a partial or mixed set; see :mod:`replaylens.report._publish`).
 
@@ -143,11 +144,13 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
     the records before and after the intervention; ``agents``/``agent_comparisons`` add the
     multi-agent section (see :func:`~replaylens.report.render_report`).  ``staged``: decisions.parquet already
     being written since the replay ended (moved into the set when it is done; else it is written here).
+    ``ahead``: the report parts made beside the statistics from these decisions and inputs (waited for here).
     """
     from ._publish import check_different_run, locked_out, publish
 
     root = Path(out)
-    summary = result.summary()
+    parts = ahead.parts() if ahead is not None else None   # done before matplotlib is used on this thread
+    summary = result.document()   # shared, read-only: the writers below only read it
     man = manifest.model_dump(mode="json")
 
     def build(tmp: Path) -> None:
@@ -162,7 +165,8 @@ def write_results(result: AuditResult, manifest: RunManifest, out: str | os.Path
             (tmp / "report.md").write_text(render_markdown(summary, man))
             (tmp / "report.html").write_text(render_report(summary, man, result.decisions, history=history,
                                                            futures=futures, agents=agents,
-                                                           agent_comparisons=agent_comparisons), encoding="utf-8")
+                                                           agent_comparisons=agent_comparisons, parts=parts),
+                                             encoding="utf-8")
             writer.move_to(tmp / "decisions.parquet")  # the writer's error, if it had one
         except BaseException:
             writer.discard()

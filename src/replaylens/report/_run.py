@@ -20,6 +20,7 @@ from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History
 from ..replay import PreparedReplay, plan_replay, replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
+from ._ahead import ReportAhead
 from ._audit import AuditResult, extra_readouts, state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._publish import busy, check_different_run
@@ -96,18 +97,26 @@ def run_audit(
             for obj in (history, futures, evaluator):   # the manifest's content hashes (kept), taken now: their
                 obj.fingerprint()                        # temporaries fall before the replay's peak, not on top
         staged: list[StagedDecisions] = []
+        ahead: list[ReportAhead] = []
 
-        def stage(dec: Any) -> None:  # decisions.parquet is written beside the statistics, not after them
-            if out is not None:
+        def stage(dec: Any) -> None:  # decisions.parquet and the report parts that need no interval are made
+            if out is not None:       # beside the statistics, not after them
                 staged.append(StagedDecisions(dec, Path(out)))
                 stack.callback(staged[-1].discard)  # a failed run leaves no staging file (a no-op once moved)
+                ahead.append(ReportAhead(dec, history, futures))
+                stack.callback(ahead[-1].close)     # nor a report thread running
+
+        def readouts(rows: Any) -> None:
+            if ahead:
+                ahead[0].readouts(rows, plan.map_names)
 
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
-                      expect=expect, warns=warns, on_decisions=stage)
+                      expect=expect, warns=warns, on_decisions=stage, on_readouts=readouts)
         if out is not None:
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
-                        command=command, arguments=arguments, staged=staged[0] if staged else None)
+                        command=command, arguments=arguments, staged=staged[0] if staged else None,
+                        ahead=ahead[0] if ahead else None)
         return result
 
 
@@ -136,19 +145,23 @@ def api_arguments(history: History, futures: FutureTasks, evaluator: Evaluator, 
 
 def write_audit(result: AuditResult, out: str | Path, *, history: History, futures: FutureTasks,
                 evaluator: Evaluator, inputs: Sequence[tuple[str, str | None]] = (), command: str = API_COMMAND,
-                arguments: dict[str, Any], staged: StagedDecisions | None = None) -> Path:
+                arguments: dict[str, Any], staged: StagedDecisions | None = None,
+                ahead: ReportAhead | None = None) -> Path:
     """Write ``result``'s whole result set into ``out`` (replacing the current one in one rename) with its
     manifest; inputs without a file are named by content fingerprint.  ``staged``: its decisions.parquet,
-    already being written (:class:`~replaylens.report._staged.StagedDecisions`)."""
+    already being written (:class:`~replaylens.report._staged.StagedDecisions`); ``ahead``: the report parts
+    made beside the statistics (:class:`~replaylens.report._ahead.ReportAhead`)."""
     manifest = _manifest(result, history, futures, evaluator, result.agent, inputs, command, arguments)
-    return write_results(result, manifest, out, history=history, futures=futures, overwrite=True, staged=staged)
+    return write_results(result, manifest, out, history=history, futures=futures, overwrite=True, staged=staged,
+                         ahead=ahead)
 
 
 def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, settings: AuditSettings,
          plan: Any, *, journal: str | Path | None, arguments: dict[str, Any], restart: bool,
          progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
          before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
-         warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None) -> AuditResult:
+         warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None,
+         on_readouts: Callable[[Any], None] | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     release_freed_memory()  # what reading and checking the inputs freed, before the replay's peak
@@ -164,7 +177,8 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
     if on_decisions is not None:
         on_decisions(dec)
-    rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level)
+    rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level,
+                     on_readouts=on_readouts)
     info = {"state_response": state_responses(history, futures, evaluator, agent, plan),
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,

@@ -4,7 +4,8 @@ The decision table is the largest artifact of an audit (one row per decision) an
 outside the GIL, so it is written beside the statistics, the state-response readouts and the manifest instead
 of after them.  The file is staged in OUT under a ``.writing-`` name (removed by
 :func:`~replaylens._durable.clean_stale` after a killed run, and here when the run fails) and moved into the
-result set just before it is published: a reader still sees the whole set or none of it.
+result set just before it is published: a reader still sees the whole set or none of it.  The writer thread also
+flushes the file to disk, so publishing (which syncs every file of the set) finds nothing left to write.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ class StagedDecisions:
     def __init__(self, decisions: Decisions, root: Path) -> None:
         self.path = root / f".writing-decisions-{uuid.uuid4().hex}.parquet"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="replaylens-decisions")
-        self._written = self._pool.submit(decisions.to_parquet, self.path)
+        self._written = self._pool.submit(self._write, decisions)
+
+    def _write(self, decisions: Decisions) -> None:
+        decisions.to_parquet(self.path)
+        with self.path.open("rb") as fh:   # flushed to disk here, off the publishing thread's path
+            os.fsync(fh.fileno())
 
     def _wait(self) -> None:
         try:
