@@ -1,0 +1,65 @@
+"""The column-wise JSON layout gives ``json.dumps``'s bytes value by value (the fingerprints' fast path)."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replaylens.records._layout import concat, joined, json_floats, json_strings, text_of, to_arrow_text
+
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-4, -1e-4, 9.999999999999999e-05, 1e-5, 1e15, 999999999999999.9,
+         999999999999999.0, 1e16, 1e22, 123456789.0, 5e-324, 1.7976931348623157e308, float("nan"), float("inf"),
+         float("-inf"), 0.1, 1 / 3, 2.0**53, 0.30000000000000004]
+
+
+def _as_float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(), st.floats(-1e16, 1e16), st.floats(0, 1),
+                          st.integers(0, 2**64 - 1).map(_as_float), st.sampled_from(EDGES)), max_size=60))
+def test_json_floats_are_json_dumps(values: list[float]) -> None:
+    got = json_floats(np.array(values, dtype=np.float64)).to_pylist()
+    assert got == [json.dumps(x) for x in values]
+
+
+def test_json_floats_on_many_random_doubles() -> None:
+    rng = np.random.default_rng(7)
+    u = np.concatenate([rng.random(20000), np.round(rng.random(20000), 6),
+                        rng.integers(0, 2**63, 20000).view(np.float64), 10.0 ** rng.uniform(-6, 17, 20000),
+                        np.array(EDGES)])
+    assert json_floats(u).to_pylist() == [json.dumps(x) for x in u.tolist()]
+
+
+TEXT = st.text(st.characters(codec="utf-8"), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(TEXT, st.sampled_from(["a", 'q"', "b\\c", "\x1f", "t\x00u", "é", "\x7f", "x y"])),
+                max_size=30))
+def test_json_strings_are_json_dumps(values: list[str]) -> None:
+    assert json_strings(values).to_pylist() == [json.dumps(v) for v in values]
+    assert json_strings(values, quoted=False).to_pylist() == [json.dumps(v)[1:-1] for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(st.characters(max_codepoint=127), max_size=6), TEXT), max_size=30))
+def test_numpy_text_to_arrow_reads_as_numpy_does(values: list[str]) -> None:
+    arr = np.array(values, dtype=str) if values else np.zeros(0, dtype="<U1")
+    assert to_arrow_text(arr).to_pylist() == arr.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(TEXT, max_size=4), min_size=1, max_size=10))
+def test_joined_and_concat_lay_out_python_joins(groups: list[list[str]]) -> None:
+    cells = to_arrow_text([c for g in groups for c in g])
+    offsets = np.r_[0, np.cumsum([len(g) for g in groups])]
+    rows = concat("{", joined(cells, offsets, ","), "},")
+    assert rows.to_pylist() == ["{" + ",".join(g) + "}," for g in groups]
+    assert text_of(rows) == "".join("{" + ",".join(g) + "}," for g in groups).encode()
+    assert text_of(rows.slice(1)) == "".join("{" + ",".join(g) + "}," for g in groups[1:]).encode()
