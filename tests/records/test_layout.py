@@ -63,3 +63,16 @@ def test_joined_and_concat_lay_out_python_joins(groups: list[list[str]]) -> None
     assert rows.to_pylist() == ["{" + ",".join(g) + "}," for g in groups]
     assert text_of(rows) == "".join("{" + ",".join(g) + "}," for g in groups).encode()
     assert text_of(rows.slice(1)) == "".join("{" + ",".join(g) + "}," for g in groups[1:]).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(st.sampled_from("ab \t\x1c\x1f\n\xa0\u2003é"), max_size=4), TEXT), max_size=12))
+def test_clean_words_is_the_row_readers_strip_check(words: list[str]) -> None:
+    import pyarrow as pa
+
+    from replaylens.records._arrow_rows import arrow_codes, clean_words
+
+    arr = pa.array(words, type=pa.string())
+    assert clean_words(arr) == all(w and w == w.strip() for w in words)
+    vocab, codes = arrow_codes(arr)
+    assert [vocab.to_pylist()[c] for c in codes.tolist()] == words

@@ -24,13 +24,45 @@ def is_text(kind: Any) -> bool:
 def text_codes(col: Any) -> tuple[list[Any], np.ndarray]:
     """A text column dictionary-encoded: its distinct values (one ``str`` each) and an int64 code per row
     (-1 for null)."""
+    words, codes = arrow_codes(col)
+    return words.to_pylist(), codes
+
+
+def arrow_codes(col: Any) -> tuple[Any, np.ndarray]:
+    """:func:`text_codes` with the distinct values kept as one pyarrow ``string`` array (no ``str`` each)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(col)
     if isinstance(enc, pa.ChunkedArray):  # unify the chunks' dictionaries (no copy of the text itself)
         enc = enc.combine_chunks()
-    return enc.dictionary.to_pylist(), enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    words = enc.dictionary
+    if words.type != pa.string():
+        words = words.cast(pa.string())
+    return words, enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+#: the ASCII characters ``str.strip`` removes
+ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8)
+
+
+def clean_words(words: Any) -> bool:
+    """Whether every value of a pyarrow ``string`` array (no nulls) is non-empty and kept as it is by
+    ``str.strip`` (what the row reader would keep); by bytes when all are ASCII, else value by value."""
+    if words.null_count:
+        return False
+    n = len(words)
+    if n == 0:
+        return True
+    offsets = np.frombuffer(words.buffers()[1], dtype=np.int32)[words.offset : words.offset + n + 1].astype(np.int64)
+    lengths = np.diff(offsets)
+    if (lengths == 0).any():
+        return False
+    data = np.frombuffer(words.buffers()[2], dtype=np.uint8)
+    if int(data[int(offsets[0]) : int(offsets[-1])].max()) >= 128:
+        return all(isinstance(w, str) and w and w == w.strip() for w in words.to_pylist())
+    ends = np.r_[data[offsets[:-1]], data[offsets[1:] - 1]]
+    return not bool(np.isin(ends, ASCII_SPACE).any())
 
 
 #: widest text (in characters) that :func:`ascii_text_array` lays out column by column

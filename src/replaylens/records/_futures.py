@@ -19,6 +19,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..errors import InputError
 from ._layout import concat, json_strings, replace_rows, text_of
 from ._memo import memoized
@@ -343,6 +344,7 @@ class FutureTasks:
         h = hashlib.sha256()
         for piece in self.columns.json_document():
             h.update(piece)
+        release_freed_memory()   # the layout's arrow pages go back, not kept by the pool through the replay
         return h.hexdigest()
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrow_rows import ascii_text_array, is_text, text_codes
+from ._arrow_rows import ASCII_SPACE, arrow_codes, ascii_text_array, clean_words, is_text, text_codes
 from ._codes import distinct_rows, has_duplicates
 from ._futures import FutureColumns, FutureTasks, text_array
 
@@ -32,12 +32,8 @@ def _codes(table: Any, name: str) -> tuple[list[str], np.ndarray] | None:
     col = table.column(name)
     if not is_text(col.type) or col.null_count:
         return None
-    vocab, codes = text_codes(col)
-    return (vocab, codes) if _clean(vocab) else None
-
-
-#: the ASCII characters ``str.strip`` removes
-_ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8)
+    vocab, codes = arrow_codes(col)
+    return (vocab.to_pylist(), codes) if clean_words(vocab) else None
 
 
 def _distinct_ascii_ids(col: Any, n: int) -> np.ndarray | None:
@@ -64,7 +60,7 @@ def _distinct_ascii_ids(col: Any, n: int) -> np.ndarray | None:
         buf = c.buffers()[2]
         data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, dtype=np.uint8)
         ends = np.r_[data[offsets[:-1]], data[offsets[1:] - 1]] if lengths.size else data[:0]
-        if np.isin(ends, _ASCII_SPACE).any():
+        if np.isin(ends, ASCII_SPACE).any():
             return None
     return laid
 

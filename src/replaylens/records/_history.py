@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..errors import InputError
 from ._coded_table import CodedTable
 from ._futures import FutureTask, FutureTasks
@@ -375,6 +376,7 @@ class Evaluator:
         h = hashlib.sha256()
         for piece in self.table.json_document():
             h.update(piece)
+        release_freed_memory()   # the layout's arrow pages go back, not kept by the pool through the replay
         return h.hexdigest()
 
     def to_pandas(self) -> Any:

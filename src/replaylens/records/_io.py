@@ -19,7 +19,7 @@ import numpy as np
 
 from .._memory import release_freed_memory
 from ..errors import InputError
-from ._arrow_rows import ArrowRows, ascii_text_array, is_text, text_codes
+from ._arrow_rows import ArrowRows, arrow_codes, ascii_text_array, clean_words, is_text, text_codes
 from ._coded_table import CodedTable
 from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
@@ -315,7 +315,7 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     return futures_from_rows(t.rows, t.source, t.lines)
 
 
-def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], np.ndarray] | None:
+def _evaluator_columns(table: Any) -> tuple[list[Any], list[np.ndarray], np.ndarray] | None:
     """A plainly valid utility table's columns (stream, task and key vocabularies and codes, utilities), read
     column by column (strings dictionary-encoded, no per-row dicts); ``None`` for anything else, which the row
     reader then reports with its file, row and field."""
@@ -325,14 +325,14 @@ def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], n
     names = table.column_names
     if table.num_rows == 0 or sorted(names) != sorted(EVALUATOR_FIELDS):
         return None
-    words: list[list[str]] = []
+    words: list[Any] = []
     codes: list[np.ndarray] = []
     for name in ("stream", "task", "key"):
         col = table.column(name)
         if not is_text(col.type) or col.null_count:
             return None
-        vocab, code = text_codes(col)
-        if any(not w or w != w.strip() for w in vocab):  # the row reader trims and rejects empty labels
+        vocab, code = arrow_codes(col)
+        if not clean_words(vocab):  # the row reader trims and rejects empty labels
             return None
         words.append(vocab)
         codes.append(code)
@@ -366,7 +366,8 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     if cols is not None:
         (s_words, t_words, k_words), codes, util = cols
         del cols
-        evaluator = Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=str(p))
+        evaluator = Evaluator(CodedTable(s_words.to_pylist(), t_words, k_words.to_pylist(), codes[0], codes[1],
+                                         codes[2], util), source=str(p))
         del codes, util
         release_freed_memory()
         return evaluator
