@@ -65,6 +65,13 @@ def clean_words(words: Any) -> bool:
     return not bool(np.isin(ends, ASCII_SPACE).any())
 
 
+def is_coded_text(kind: Any) -> bool:
+    """Whether a pyarrow type is dictionary-encoded (large) UTF-8 text."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_dictionary(kind) and is_text(kind.value_type))
+
+
 #: widest text (in characters) that :func:`ascii_text_array` lays out column by column
 ASCII_MAX_WIDTH = 64
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._memory import release_freed_memory
 from ..errors import InputError
-from ._arrow_rows import ArrowRows, arrow_codes, ascii_text_array, clean_words, is_text, text_codes
+from ._arrow_rows import ArrowRows, arrow_codes, ascii_text_array, clean_words, is_coded_text, is_text, text_codes
 from ._coded_table import CodedTable
 from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
@@ -199,6 +199,14 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
 
     def strings(name: str, required: bool) -> np.ndarray | None:
         col = table.column(name)
+        if is_coded_text(col.type):   # read dictionary-encoded: the distinct values trimmed and checked
+            words, codes = arrow_codes(col)
+            words = pc.utf8_trim_whitespace(words)
+            used = np.bincount(codes[codes >= 0], minlength=len(words)) > 0
+            empty = pc.equal(pc.utf8_length(words), 0).to_numpy(zero_copy_only=False)
+            if required and ((codes < 0).any() or (empty & used).any()):
+                return None
+            return np.asarray([*words.to_pylist(), ""], dtype=str)[codes]   # code −1 (null) reads ""
         if not is_text(col.type):
             return None
         col = pc.utf8_trim_whitespace(col)
@@ -272,7 +280,7 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    table, kind = _arrow_table(p, fmt, "outcome")
+    table, kind = _arrow_table(p, fmt, "outcome", ("stream", "family", "context", "key", "event_id"))
     cols = None if table is None else _history_columns(table)
     del table
     release_freed_memory()   # the file's table goes before the history is built from its columns
@@ -285,12 +293,13 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
 
 
-def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
-    """``(table, format)``: the file as a ``pyarrow.Table`` when it is Parquet, or JSONL that pyarrow reads
-    as one object per line with a ``required`` key on each; else ``(None, format)`` for the row reader."""
+def _arrow_table(p: Path, fmt: str | None, required: str, coded: Sequence[str] = ()) -> tuple[Any, str | None]:
+    """``(table, format)``: the file as a ``pyarrow.Table`` when it is Parquet (the ``coded`` text columns
+    dictionary-encoded where the file stores them so), or JSONL that pyarrow reads as one object per line with
+    a ``required`` key on each; else ``(None, format)`` for the row reader."""
     kind = infer_format(p, fmt) if p.is_file() else None
     if kind == "parquet":
-        return read_parquet_table(p), kind
+        return read_parquet_table(p, coded), kind
     if kind == "jsonl":
         return _arrow_jsonl(p, required), kind
     return None, kind
@@ -329,7 +338,7 @@ def _evaluator_columns(table: Any) -> tuple[list[Any], list[np.ndarray], np.ndar
     codes: list[np.ndarray] = []
     for name in ("stream", "task", "key"):
         col = table.column(name)
-        if not is_text(col.type) or col.null_count:
+        if not (is_text(col.type) or is_coded_text(col.type)) or col.null_count:
             return None
         vocab, code = arrow_codes(col)
         if not clean_words(vocab):  # the row reader trims and rejects empty labels
@@ -359,7 +368,7 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    table, _ = _arrow_table(p, fmt, "utility")
+    table, _ = _arrow_table(p, fmt, "utility", ("stream", "task", "key"))
     cols = None if table is None else _evaluator_columns(table)
     del table
     release_freed_memory()   # before the table's index is built: the file's text is encoded by now
