@@ -103,24 +103,18 @@ def ascii_text_array(col: Any) -> np.ndarray | None:
         return None
     if width == 0:
         return np.full(n, "", dtype="<U1")
-    out = np.empty((n, width), dtype=np.uint8)
-    cols = np.arange(width)
+    out = np.zeros((n, width), dtype=np.uint32)   # the code points of fixed-width text, NUL-padded
+    cols = np.arange(width, dtype=np.int32)
     row = 0
     for offsets, data in parts:
-        for a in range(0, offsets.size - 1, 65536):   # 65,536 rows at a time: small index temporaries
+        for a in range(0, offsets.size - 1, 65536):   # 65,536 rows at a time: small mask temporaries
             o = offsets[a : a + 65537]
             m, lo, hi = o.size - 1, int(o[0]), int(o[-1])
-            lengths = np.diff(o)
             block = out[row : row + m]
-            if (lengths == width).all():
-                block[:] = data[lo:hi].reshape(m, width)
-            else:
-                at = o[:-1, None].astype(np.int64) + cols
-                np.minimum(at, max(hi - 1, 0), out=at)
-                block[:] = data[at] if hi > lo else 0
-                block[cols >= lengths[:, None]] = 0
+            if hi > lo:   # the values' bytes, in row order, fill each row's leading cells
+                block[cols < np.diff(o)[:, None]] = data[lo:hi]
             row += m
-    return out.view(f"S{width}").reshape(n).astype(f"<U{width}")
+    return out.view(f"<U{width}").reshape(n)
 
 
 class _LazyColumn(Sequence[Any]):
