@@ -77,3 +77,21 @@ def test_a_null_in_a_coded_column_names_its_row(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         read_history(path)
     assert err.value.line == 701 and err.value.field == "key"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(WORD, min_size=1, max_size=4), st.lists(WORD, min_size=1, max_size=3),
+       st.sampled_from([["p", "q"], ["q", "p", "p"], ["p", " r"], ["p"]]))
+def test_coded_future_tasks_are_the_row_readers(tmp_path: Path, streams: list[str], contexts: list[str],
+                                                odd_menu: list[str]) -> None:
+    from replaylens.records import read_futures
+    from replaylens.records._io import futures_from_rows
+
+    rows = [{"stream": streams[i % len(streams)], "family": "f", "context": contexts[(i // 5) % len(contexts)],
+             "task": f"x{i}", "menu": odd_menu if i == N // 2 else ["p", "q", "r"]} for i in range(N)]
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert {"stream", "context"} <= set(_small_dictionaries(path, ("stream", "context")))
+    got = _outcome(lambda: read_futures(path).fingerprint())
+    ref = _outcome(lambda: futures_from_rows(rows, str(path), range(1, N + 1)).fingerprint())
+    assert got == ref

@@ -311,12 +311,14 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     A Parquet or JSONL file of text and list-of-text columns is read through pyarrow and validated row by
     row without materializing every row (same checks and messages as the row reader)."""
     p = Path(path)
-    table, _ = _arrow_table(p, fmt, "menu")
+    table, _ = _arrow_table(p, fmt, "menu", ("stream", "family", "context"))
     fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
     if fast is not None:
         del table
         release_freed_memory()
         return fast
+    if table is not None and any(is_coded_text(t) for t in table.schema.types):
+        table, _ = _arrow_table(p, fmt, "menu")   # the row checks read plain text columns
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
         return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
