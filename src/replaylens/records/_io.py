@@ -26,6 +26,7 @@ from ._columns import Field, RawTable, infer_format, read_parquet_table, read_ra
 from ._futures import FutureTask, FutureTasks, future_dict
 from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, History, Record, record_dict
+from ._layout import to_arrow_text
 from ._memo import passed, remember_passed
 
 __all__ = [
@@ -450,8 +451,8 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                          f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
     # every history key of a stream with future tasks is in one of that stream's menus
     n_menus = len(cols.menus)
-    k_vocab, k_code = np.unique(history.key, return_inverse=True)
-    vocab = {k: j for j, k in enumerate(k_vocab.tolist())}
+    k_words, k_code = arrow_codes(to_arrow_text(history.key))   # distinct keys by hashing, not a sort of the text
+    vocab = {k: j for j, k in enumerate(k_words.to_pylist())}
     for m in cols.menus:
         for a in m:
             vocab.setdefault(a, len(vocab))
