@@ -175,6 +175,15 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(lens[:i].sum())])
         return np.asarray(self._u[order][at])
 
+    def _sorted_keys(self, rows: np.ndarray, lens: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
+        """``rows`` (tasks of ``lens`` rows each, one after another) with each task's rows in key order."""
+        width = int(lens[0])
+        k = self._k[rows]
+        if (lens == width).all() and (k.reshape(-1, width) == k[:width]).all():   # the same keys in every task
+            return rows.reshape(-1, width)[:, np.argsort(key_rank[k[:width]], kind="stable")].reshape(-1)
+        grp = np.repeat(np.arange(lens.size), lens)
+        return rows[np.lexsort((key_rank[k], grp))]
+
     def json_document(self, chunk: int = 65536) -> Iterator[bytes]:
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
         (the same bytes), ``chunk`` tasks at a time so that only one chunk's text is held; laid out by columns
@@ -198,8 +207,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             lens = start[g + 1] - start[g]
             ends = np.cumsum(lens)
             rows = np.repeat(start[g] - (ends - lens), lens) + np.arange(int(ends[-1]))   # each task's rows
-            grp = np.repeat(np.arange(g.size), lens)
-            order = rows[np.lexsort((key_rank[self._k[rows]], grp))]   # within a task, keys in sorted order
+            order = self._sorted_keys(rows, lens, key_rank)
             cells = concat(keys_json.take(pa.array(self._k[order])), json_floats(self._u[order]))
             text = concat(names.take(pa.array(g)), ":{", joined(cells, np.r_[0, ends], ","), "},")
             yield (b"," if c0 else b"") + text_of(text)[:-1]
