@@ -95,3 +95,21 @@ def test_coded_future_tasks_are_the_row_readers(tmp_path: Path, streams: list[st
     got = _outcome(lambda: read_futures(path).fingerprint())
     ref = _outcome(lambda: futures_from_rows(rows, str(path), range(1, N + 1)).fingerprint())
     assert got == ref
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 4)), min_size=1, max_size=30))
+def test_run_shortcut_never_misses_a_repeated_key(rows: list[tuple[int, int, int]]) -> None:
+    """When the task-by-task shortcut says yes, no (stream, task, key) is repeated; when the rows come task by
+    task without repeats, it says yes."""
+    import numpy as np
+
+    from replaylens.records._io import _runs_without_repeated_keys
+
+    codes = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
+    said = _runs_without_repeated_keys(codes, [3, 4, 5])
+    repeated = len(set(rows)) != len(rows)
+    pairs = [r[:2] for r in rows]
+    runs = [p for i, p in enumerate(pairs) if i == 0 or p != pairs[i - 1]]
+    assert not (said and repeated)
+    assert said == (not repeated and len(set(runs)) == len(runs))
