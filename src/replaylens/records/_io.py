@@ -370,16 +370,17 @@ def _evaluator_columns(table: Any) -> tuple[list[Any], list[np.ndarray], np.ndar
 def _runs_without_repeated_keys(codes: list[np.ndarray], sizes: list[int]) -> bool:
     """Whether the rows come task by task (each (stream, task) one run of rows, as a file written task by task)
     with no key twice in a run: then no (stream, task, key) is repeated.  Checked with one bit per key (at most
-    62 keys) instead of a sort of every row; ``False`` says only that this shortcut does not apply."""
+    56 keys): a run's keys are distinct exactly when the sum of their bits is their OR (no sort of every row).
+    ``False`` says only that this shortcut does not apply."""
     s, t, k = codes
-    if sizes[2] > 62 or sizes[0] * max(sizes[1], 1) >= 2**62:
+    if sizes[2] > 56 or sizes[0] * max(sizes[1], 1) >= 2**62:
         return False
     pair = s * max(sizes[1], 1) + t
     starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-    if has_duplicates(pair[starts]):
-        return False
-    seen = np.bitwise_or.reduceat(np.left_shift(np.int64(1), k), starts)
-    return bool((np.bitwise_count(seen) == np.diff(np.r_[starts, pair.size])).all())
+    if (np.diff(np.r_[starts, pair.size]) > sizes[2]).any() or has_duplicates(pair[starts]):
+        return False   # a run longer than the key vocabulary repeats a key; a task in two runs
+    bits = np.left_shift(np.int64(1), k)   # runs of at most 56 bits of at most 2**55: no overflow
+    return bool((np.add.reduceat(bits, starts) == np.bitwise_or.reduceat(bits, starts)).all())
 
 
 def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
