@@ -76,3 +76,23 @@ def test_clean_words_is_the_row_readers_strip_check(words: list[str]) -> None:
     assert clean_words(arr) == all(w and w == w.strip() for w in words)
     vocab, codes = arrow_codes(arr)
     assert [vocab.to_pylist()[c] for c in codes.tolist()] == words
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3", "é"]), st.integers(0, 6)), min_size=1, max_size=25,
+                unique=True), st.booleans())
+def test_history_order_from_runs_or_sort_is_the_canonical_order(rows: list[tuple[str, int]], grouped: bool) -> None:
+    """Rows already in (stream, slot) runs and rows in any order give the sort by (first appearance, slot)."""
+    from replaylens.records import History
+
+    if grouped:   # a file written stream by stream, slots in order (the runs shortcut)
+        first = list(dict.fromkeys(s for s, _ in rows))
+        rows = sorted(rows, key=lambda r: (first.index(r[0]), r[1]))
+    n = len(rows)
+    h = History.from_columns(stream=[s for s, _ in rows], family=["f"] * n, context=["c"] * n,
+                             slot=[t for _, t in rows], task=[f"t{i}" for i in range(n)], key=["k"] * n,
+                             outcome=[0.5] * n)
+    first = list(dict.fromkeys(s for s, _ in rows))
+    want = sorted(range(n), key=lambda i: (first.index(rows[i][0]), rows[i][1]))
+    assert h.task.tolist() == [f"t{i}" for i in want]
+    assert h.streams == tuple(first)
