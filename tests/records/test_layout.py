@@ -96,3 +96,27 @@ def test_history_order_from_runs_or_sort_is_the_canonical_order(rows: list[tuple
     want = sorted(range(n), key=lambda i: (first.index(rows[i][0]), rows[i][1]))
     assert h.task.tolist() == [f"t{i}" for i in want]
     assert h.streams == tuple(first)
+
+
+def test_json_strings_of_text_arrow_cannot_hold() -> None:
+    """A lone surrogate (json.loads accepts one) is written as json.dumps writes it."""
+    values = ["a", "x\ud800y", 'q"']
+    assert json_strings(values).to_pylist() == [json.dumps(v) for v in values]
+    assert json_strings(np.array(values, dtype=object), quoted=False).to_pylist() == \
+        [json.dumps(v)[1:-1] for v in values]
+
+
+def test_inputs_with_a_lone_surrogate_are_checked_and_fingerprinted() -> None:
+    """Text arrow cannot hold goes the Python way: the check passes and the task set's fingerprint is json's."""
+    import hashlib
+
+    from replaylens.records import FutureTask, FutureTasks, History, check_inputs
+    from replaylens.records._futures import future_dict
+
+    k = "k\ud800"
+    h = History.from_columns(stream=["s"], family=["f"], context=["c"], slot=[0], task=["t\ud800"], key=[k],
+                             outcome=[0.5])
+    f = FutureTasks((FutureTask("s", "f", "c", "x\ud800", (k, "b"), 0),))
+    check_inputs(h, f)
+    doc = json.dumps([future_dict(t) for t in f.tasks], sort_keys=True, separators=(",", ":"))
+    assert f.fingerprint() == hashlib.sha256(doc.encode()).hexdigest()

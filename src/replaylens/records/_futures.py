@@ -157,11 +157,11 @@ class FutureColumns:
         distinct text and menu and of each task id (a task with metadata is written by ``json.dumps``)."""
         import pyarrow as pa
 
-        def js(vocab: Sequence[Any]) -> Any:
-            return pa.array([json.dumps(list(v) if isinstance(v, tuple) else v, separators=(",", ":"))
-                             for v in vocab] + [""], type=pa.string())
+        def js(vocab: Sequence[str]) -> Any:   # each text's JSON (by columns), then "" for code −1
+            return pa.concat_arrays([json_strings(list(vocab)), pa.array([""], type=pa.string())])
 
-        s, f, c, m = js(self.streams), js(self.families), js(self.contexts), js(self.menus)
+        s, f, c = js(self.streams), js(self.families), js(self.contexts)
+        m = pa.array([json.dumps(list(v), separators=(",", ":")) for v in self.menus] + [""], type=pa.string())
         ff = pa.array([f'"feeds_context":{json.dumps(b)},"feeds_family":{json.dumps(a)},' for a, b in self.feeds]
                       + [""], type=pa.string())
         feed = np.where(self.feed < 0, len(self.feeds), self.feed)   # code −1 reads the last entry ("")

@@ -469,8 +469,7 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                          f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
     # every history key of a stream with future tasks is in one of that stream's menus
     n_menus = len(cols.menus)
-    k_words, k_code = arrow_codes(to_arrow_text(history.key))   # distinct keys by hashing, not a sort of the text
-    vocab = {k: j for j, k in enumerate(k_words.to_pylist())}
+    vocab, k_code = _distinct_keys(history.key)
     for m in cols.menus:
         for a in m:
             vocab.setdefault(a, len(vocab))
@@ -506,6 +505,19 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                                  f"utilities for task {task!r} of stream {s!r}, which is not a future task "
                                  f"(in {futures.source})")
+
+
+def _distinct_keys(keys: np.ndarray) -> tuple[dict[str, int], np.ndarray]:
+    """Each distinct key's code and every row's code: by hashing (an arrow dictionary), not a sort of the text;
+    sorted when arrow cannot hold the text (a lone surrogate)."""
+    import pyarrow as pa
+
+    try:
+        words, codes = arrow_codes(to_arrow_text(keys))
+        return {k: j for j, k in enumerate(words.to_pylist())}, codes
+    except (UnicodeEncodeError, pa.ArrowException):
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return {k: j for j, k in enumerate(uniq.tolist())}, inverse.reshape(-1)
 
 
 def _line_of(source: str, **match: str) -> int | None:

@@ -75,7 +75,11 @@ def json_strings(values: Any, quoted: bool = True) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = to_arrow_text(values)
+    try:
+        arr = to_arrow_text(values)
+    except (UnicodeEncodeError, pa.ArrowException):   # text arrow cannot hold (a lone surrogate): all by Python
+        texts = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        return pa.array([quote(v) if quoted else quote(v)[1:-1] for v in texts], type=pa.string())
     out = pc.binary_join_element_wise('"', arr, '"', "") if quoted else arr
     if not _plain_bytes(arr):
         odd = pc.match_substring_regex(arr, _NEEDS_ESCAPE)
