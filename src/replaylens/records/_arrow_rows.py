@@ -24,13 +24,52 @@ def is_text(kind: Any) -> bool:
 def text_codes(col: Any) -> tuple[list[Any], np.ndarray]:
     """A text column dictionary-encoded: its distinct values (one ``str`` each) and an int64 code per row
     (-1 for null)."""
+    words, codes = arrow_codes(col)
+    return words.to_pylist(), codes
+
+
+def arrow_codes(col: Any) -> tuple[Any, np.ndarray]:
+    """:func:`text_codes` with the distinct values kept as one pyarrow ``string`` array (no ``str`` each)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(col)
     if isinstance(enc, pa.ChunkedArray):  # unify the chunks' dictionaries (no copy of the text itself)
         enc = enc.combine_chunks()
-    return enc.dictionary.to_pylist(), enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    words = enc.dictionary
+    if words.type != pa.string():
+        words = words.cast(pa.string())
+    return words, enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+#: the ASCII characters ``str.strip`` removes
+ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8)
+
+
+def clean_words(words: Any) -> bool:
+    """Whether every value of a pyarrow ``string`` array (no nulls) is non-empty and kept as it is by
+    ``str.strip`` (what the row reader would keep); by bytes when all are ASCII, else value by value."""
+    if words.null_count:
+        return False
+    n = len(words)
+    if n == 0:
+        return True
+    offsets = np.frombuffer(words.buffers()[1], dtype=np.int32)[words.offset : words.offset + n + 1].astype(np.int64)
+    lengths = np.diff(offsets)
+    if (lengths == 0).any():
+        return False
+    data = np.frombuffer(words.buffers()[2], dtype=np.uint8)
+    if int(data[int(offsets[0]) : int(offsets[-1])].max()) >= 128:
+        return all(isinstance(w, str) and w and w == w.strip() for w in words.to_pylist())
+    ends = np.r_[data[offsets[:-1]], data[offsets[1:] - 1]]
+    return not bool(np.isin(ends, ASCII_SPACE).any())
+
+
+def is_coded_text(kind: Any) -> bool:
+    """Whether a pyarrow type is dictionary-encoded (large) UTF-8 text."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_dictionary(kind) and is_text(kind.value_type))
 
 
 #: widest text (in characters) that :func:`ascii_text_array` lays out column by column
@@ -64,24 +103,18 @@ def ascii_text_array(col: Any) -> np.ndarray | None:
         return None
     if width == 0:
         return np.full(n, "", dtype="<U1")
-    out = np.empty((n, width), dtype=np.uint8)
-    cols = np.arange(width)
+    out = np.zeros((n, width), dtype=np.uint32)   # the code points of fixed-width text, NUL-padded
+    cols = np.arange(width, dtype=np.int32)
     row = 0
     for offsets, data in parts:
-        for a in range(0, offsets.size - 1, 65536):   # 65,536 rows at a time: small index temporaries
+        for a in range(0, offsets.size - 1, 65536):   # 65,536 rows at a time: small mask temporaries
             o = offsets[a : a + 65537]
             m, lo, hi = o.size - 1, int(o[0]), int(o[-1])
-            lengths = np.diff(o)
             block = out[row : row + m]
-            if (lengths == width).all():
-                block[:] = data[lo:hi].reshape(m, width)
-            else:
-                at = o[:-1, None].astype(np.int64) + cols
-                np.minimum(at, max(hi - 1, 0), out=at)
-                block[:] = data[at] if hi > lo else 0
-                block[cols >= lengths[:, None]] = 0
+            if hi > lo:   # the values' bytes, in row order, fill each row's leading cells
+                block[cols < np.diff(o)[:, None]] = data[lo:hi]
             row += m
-    return out.view(f"S{width}").reshape(n).astype(f"<U{width}")
+    return out.view(f"<U{width}").reshape(n)
 
 
 class _LazyColumn(Sequence[Any]):

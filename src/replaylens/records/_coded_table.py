@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str
+from typing import Any
 
 import numpy as np
 
 from ._codes import has_duplicates
+from ._layout import concat, joined, json_floats, json_strings, text_of, to_arrow_text
 
 __all__ = ["CodedTable"]
 
@@ -22,8 +23,9 @@ __all__ = ["CodedTable"]
 class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     """``(stream, task) -> {key: utility}`` over code columns (a row's keys in file order)."""
 
-    def __init__(self, streams: list[str], tasks: list[str], keys: list[str], s: np.ndarray, t: np.ndarray,
-                 k: np.ndarray, u: np.ndarray) -> None:
+    def __init__(self, streams: list[str], tasks: Sequence[str] | Any, keys: list[str], s: np.ndarray,
+                 t: np.ndarray, k: np.ndarray, u: np.ndarray) -> None:
+        """``tasks``: the task names (a list, or a pyarrow string array, kept as one: no ``str`` per name)."""
         pair = s.astype(np.int64) * max(len(tasks), 1) + t
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else np.zeros(0, dtype=np.int64)
         g_pair = pair[starts]
@@ -46,7 +48,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         del pair
         self._g_stream = (g_pair // max(len(tasks), 1)).astype(np.int32)
         self._g_task = (g_pair % max(len(tasks), 1)).astype(np.int32)
-        self._streams, self._tasks = streams, tasks
+        self._streams, self._tasks = streams, to_arrow_text(tasks)
         self._index_built: dict[str, dict[str, int]] | None = None
         self._last_rows: tuple[Sequence[str], np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -54,7 +56,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def _index(self) -> dict[str, dict[str, int]]:
         """``stream -> task -> row``, built on the first lookup by name (a columnar audit asks by codes only)."""
         if self._index_built is None:
-            streams, tasks = self._streams, self._tasks
+            streams, tasks = self._streams, self._tasks.to_pylist()
             index: dict[str, dict[str, int]] = {}
             for g, (a, b) in enumerate(zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)):
                 index.setdefault(streams[a], {})[tasks[b]] = g
@@ -80,7 +82,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         return inner is not None and key[1] in inner
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        streams, tasks = self._streams, self._tasks
+        streams, tasks = self._streams, self._tasks.to_pylist()
         for a, b in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True):
             yield (streams[a], tasks[b])
 
@@ -113,8 +115,15 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         code = np.array([pos.get(s, -1) for s in streams], dtype=np.int64)
         if not np.array_equal(code[stream], self._g_stream):
             return False
-        names = self._tasks
-        return all(a == names[b] for a, b in zip(tasks.tolist(), self._g_task.tolist(), strict=True))
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            given = to_arrow_text(tasks)
+        except (pa.ArrowException, TypeError, ValueError):   # not all text: compared one by one
+            names = self._tasks.to_pylist()
+            return all(a == names[b] for a, b in zip(tasks.tolist(), self._g_task.tolist(), strict=True))
+        return bool(pc.all(pc.equal(given, self._tasks.take(pa.array(self._g_task)))).as_py())
 
     def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -166,40 +175,40 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(lens[:i].sum())])
         return np.asarray(self._u[order][at])
 
+    def _sorted_keys(self, rows: np.ndarray, lens: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
+        """``rows`` (tasks of ``lens`` rows each, one after another) with each task's rows in key order."""
+        width = int(lens[0])
+        k = self._k[rows]
+        if (lens == width).all() and (k.reshape(-1, width) == k[:width]).all():   # the same keys in every task
+            return rows.reshape(-1, width)[:, np.argsort(key_rank[k[:width]], kind="stable")].reshape(-1)
+        grp = np.repeat(np.arange(lens.size), lens)
+        return rows[np.lexsort((key_rank[k], grp))]
+
     def json_document(self, chunk: int = 65536) -> Iterator[bytes]:
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
-        (the same bytes; each key's JSON made once, the rows sorted by codes), ``chunk`` tasks at a time so that
-        only one chunk's text is held."""
-        keys_json = [json.dumps(k) for k in self._keys]
+        (the same bytes), ``chunk`` tasks at a time so that only one chunk's text is held; laid out by columns
+        (:mod:`._layout`): each text's JSON made once, the tasks sorted by name and each task's keys by key."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        keys_json = pa.array([json.dumps(k) + ":" for k in self._keys], type=pa.string())
         key_rank = np.empty(len(self._keys), dtype=np.int64)
         key_rank[sorted(range(len(self._keys)), key=self._keys.__getitem__)] = np.arange(len(self._keys))
-        names = [f"{self._streams[s]}\x1f{self._tasks[t]}"
-                 for s, t in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True)]
-        by_name = sorted(range(len(names)), key=names.__getitem__)
+        gs, gt = pa.array(self._g_stream), pa.array(self._g_task)
+        streams = to_arrow_text(self._streams)
+        # sorted by the name text (UTF-8 byte order is code point order, as Python sorts str)
+        by_name = np.asarray(pc.sort_indices(concat(streams.take(gs), "\x1f", self._tasks.take(gt))))
+        names = concat('"', json_strings(streams, quoted=False).take(gs), "\\u001f",
+                       json_strings(self._tasks, quoted=False).take(gt), '"')
         start = self._start
         yield b"{"
-        for c0 in range(0, len(by_name), chunk):
-            gs = np.array(by_name[c0:c0 + chunk], dtype=np.int64)
-            lens = start[gs + 1] - start[gs]
+        for c0 in range(0, by_name.size, chunk):
+            g = by_name[c0:c0 + chunk]
+            lens = start[g + 1] - start[g]
             ends = np.cumsum(lens)
-            rows = np.repeat(start[gs] - (ends - lens), lens) + np.arange(int(ends[-1]))   # each task's rows
-            grp = np.repeat(np.arange(gs.size), lens)
-            order = rows[np.lexsort((key_rank[self._k[rows]], grp))]   # within a task, keys in sorted order
-            u = self._u[order]
-            nums = (list(map(float.__repr__, u.tolist())) if np.isfinite(u).all()
-                    else [json.dumps(x) for x in u.tolist()])          # NaN / Infinity as json writes them
-            kc = self._k[order]
-            width = int(lens[0])
-            if (lens == width).all() and (kc.reshape(-1, width) == kc[:width]).all():
-                # every task of the chunk has the same keys: one template, filled a task at a time
-                template = "%s:{" + ",".join(keys_json[k].replace("%", "%%") + ":%s" for k in kc[:width].tolist()) + "}"
-                fields = [nums[i::width] for i in range(width)]
-                text = ",".join(map(template.__mod__, zip(map(quote, map(names.__getitem__, gs.tolist())),
-                                                          *fields, strict=True)))
-            else:
-                cells = [f"{keys_json[k]}:{x}" for k, x in zip(kc.tolist(), nums, strict=True)]
-                bounds = np.r_[0, ends].tolist()
-                text = ",".join(f"{quote(names[g])}:{{{','.join(cells[bounds[j]:bounds[j + 1]])}}}"
-                                for j, g in enumerate(gs.tolist()))
-            yield (b"," if c0 else b"") + text.encode()
+            rows = np.repeat(start[g] - (ends - lens), lens) + np.arange(int(ends[-1]))   # each task's rows
+            order = self._sorted_keys(rows, lens, key_rank)
+            cells = concat(keys_json.take(pa.array(self._k[order])), json_floats(self._u[order]))
+            text = concat(names.take(pa.array(g)), ":{", joined(cells, np.r_[0, ends], ","), "},")
+            yield (b"," if c0 else b"") + text_of(text)[:-1]
         yield b"}"

@@ -122,14 +122,42 @@ def _read_csv(p: Path, text: str) -> RawTable:
     return RawTable(str(p), rows, lines)
 
 
-def read_parquet_table(p: Path) -> Any:
-    """The Parquet file as a ``pyarrow.Table`` (InputError when unreadable)."""
+#: a text column stored in at most this many bytes a row (dictionary indices, a small dictionary) is read
+#: dictionary-encoded (:func:`read_parquet_table`'s ``coded``)
+CODED_BYTES_PER_ROW = 4.0
+
+
+def read_parquet_table(p: Path, coded: Sequence[str] = ()) -> Any:
+    """The Parquet file as a ``pyarrow.Table`` (InputError when unreadable).  The columns named in ``coded``
+    that the file stores as a small dictionary and its indices come back dictionary-encoded (the same values,
+    read without a text copy per row; a reader that asks for this takes dictionary columns)."""
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(p)
+        return pq.read_table(p, read_dictionary=_small_dictionaries(p, coded) or None)
     except Exception as exc:  # pyarrow raises several unrelated types for broken files
         raise InputError(str(p), None, None, f"not a readable Parquet file ({exc})") from None
+
+
+def _small_dictionaries(p: Path, names: Sequence[str]) -> list[str]:
+    """The top-level columns among ``names`` stored in few bytes a row (decides only how a column is read)."""
+    if not names:
+        return []
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(p).metadata
+    except Exception:  # the read itself reports it
+        return []
+    if meta.num_rows == 0:
+        return []
+    size: dict[str, int] = {}
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        for j in range(rg.num_columns):
+            c = rg.column(j)
+            size[c.path_in_schema] = size.get(c.path_in_schema, 0) + int(c.total_uncompressed_size)
+    return [n for n in names if n in size and size[n] <= CODED_BYTES_PER_ROW * meta.num_rows]
 
 
 def _read_parquet(p: Path) -> RawTable:

@@ -15,12 +15,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii as quote  # json.dumps of a str, as the C encoder
 from typing import Any, overload
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..errors import InputError
+from ._layout import concat, json_strings, replace_rows, text_of
 from ._memo import memoized
 
 __all__ = ["FutureColumns", "FutureRows", "FutureTask", "FutureTasks", "future_dict"]
@@ -150,30 +151,37 @@ class FutureColumns:
         strata = tuple((self.families[p // width], self.contexts[p % width]) for p in order.tolist())
         return strata, rank[pair]
 
-    def json_chunks(self, chunk: int = 65536) -> Iterator[list[str]]:
-        """Each task's ``json.dumps(future_dict(t), sort_keys=True)`` (compact), ``chunk`` tasks at a time, laid
-        out from the JSON of each distinct text and menu."""
-        def js(vocab: Sequence[Any]) -> np.ndarray:
-            return np.array([json.dumps(list(v) if isinstance(v, tuple) else v, separators=(",", ":"))
-                             for v in vocab] + [""], dtype=object)
+    def json_document(self, chunk: int = 65536) -> Iterator[bytes]:
+        """``json.dumps([future_dict(t) for t in tasks], sort_keys=True, separators=(",", ":"))`` in pieces (the
+        same bytes), ``chunk`` tasks at a time; laid out by columns (:mod:`._layout`) from the JSON of each
+        distinct text and menu and of each task id (a task with metadata is written by ``json.dumps``)."""
+        import pyarrow as pa
 
-        s, f, c, m = js(self.streams), js(self.families), js(self.contexts), js(self.menus)
-        ff = np.array([f'"feeds_context":{json.dumps(b)},"feeds_family":{json.dumps(a)},' for a, b in self.feeds]
-                      + [""], dtype=object)
-        template = '{"context":%s,"family":%s,%s"menu":%s,"stream":%s,"task":%s}'.__mod__
+        def js(vocab: Sequence[str]) -> Any:   # each text's JSON (by columns), then "" for code −1
+            return pa.concat_arrays([json_strings(list(vocab)), pa.array([""], type=pa.string())])
+
+        s, f, c = js(self.streams), js(self.families), js(self.contexts)
+        m = pa.array([json.dumps(list(v), separators=(",", ":")) for v in self.menus] + [""], type=pa.string())
+        ff = pa.array([f'"feeds_context":{json.dumps(b)},"feeds_family":{json.dumps(a)},' for a, b in self.feeds]
+                      + [""], type=pa.string())
+        feed = np.where(self.feed < 0, len(self.feeds), self.feed)   # code −1 reads the last entry ("")
         n = len(self)
+        yield b"["
         for lo in range(0, n, chunk):
             sl = slice(lo, min(n, lo + chunk))
-            parts = zip(c[self.context[sl]].tolist(), f[self.family[sl]].tolist(), ff[self.feed[sl]].tolist(),
-                        m[self.menu[sl]].tolist(), s[self.stream[sl]].tolist(),
-                        map(quote, map(str, self.task[sl].tolist())), strict=True)
-            rows = list(map(template, parts))
-            if self.metadata is not None:
-                for j, meta in enumerate(self.metadata[sl]):
-                    if meta is not None:
-                        t = self.build(np.array([lo + j]))[0]
-                        rows[j] = json.dumps(future_dict(t), sort_keys=True, separators=(",", ":"))
-            yield rows
+            text = concat('{"context":', c.take(pa.array(self.context[sl])),
+                          ',"family":', f.take(pa.array(self.family[sl])), ",", ff.take(pa.array(feed[sl])),
+                          '"menu":', m.take(pa.array(self.menu[sl])), ',"stream":', s.take(pa.array(self.stream[sl])),
+                          ',"task":', json_strings(self.task[sl]), "},")
+            if self.metadata is not None and any(x is not None for x in self.metadata[sl]):
+                at = [j for j, x in enumerate(self.metadata[sl]) if x is not None]
+                mask = np.zeros(len(text), dtype=bool)
+                mask[at] = True
+                rows = [json.dumps(future_dict(t), sort_keys=True, separators=(",", ":")) + ","
+                        for t in self.build(np.array(at, dtype=np.int64) + lo)]
+                text = replace_rows(text, mask, rows)
+            yield (b"," if lo else b"") + text_of(text)[:-1]
+        yield b"]"
 
 
 class FutureRows(Sequence[FutureTask]):
@@ -333,10 +341,10 @@ class FutureTasks:
         return str(memoized(self, "fingerprint", self._fingerprint))
 
     def _fingerprint(self) -> str:
-        h = hashlib.sha256(b"[")
-        for i, rows in enumerate(self.columns.json_chunks()):
-            h.update((b"," if i else b"") + ",".join(rows).encode())
-        h.update(b"]")
+        h = hashlib.sha256()
+        for piece in self.columns.json_document():
+            h.update(piece)
+        release_freed_memory()   # the layout's arrow pages go back, not kept by the pool through the replay
         return h.hexdigest()
 
     def __repr__(self) -> str:

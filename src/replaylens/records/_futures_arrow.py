@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrow_rows import ascii_text_array, is_text, text_codes
+from ._arrow_rows import ASCII_SPACE, arrow_codes, ascii_text_array, clean_words, is_coded_text, is_text, text_codes
 from ._codes import distinct_rows, has_duplicates
 from ._futures import FutureColumns, FutureTasks, text_array
 
@@ -30,14 +30,10 @@ def _clean(words: list[Any]) -> bool:
 
 def _codes(table: Any, name: str) -> tuple[list[str], np.ndarray] | None:
     col = table.column(name)
-    if not is_text(col.type) or col.null_count:
+    if not (is_text(col.type) or is_coded_text(col.type)) or col.null_count:
         return None
-    vocab, codes = text_codes(col)
-    return (vocab, codes) if _clean(vocab) else None
-
-
-#: the ASCII characters ``str.strip`` removes
-_ASCII_SPACE = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8)
+    vocab, codes = arrow_codes(col)
+    return (vocab.to_pylist(), codes) if clean_words(vocab) else None
 
 
 def _distinct_ascii_ids(col: Any, n: int) -> np.ndarray | None:
@@ -64,7 +60,7 @@ def _distinct_ascii_ids(col: Any, n: int) -> np.ndarray | None:
         buf = c.buffers()[2]
         data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, dtype=np.uint8)
         ends = np.r_[data[offsets[:-1]], data[offsets[1:] - 1]] if lengths.size else data[:0]
-        if np.isin(ends, _ASCII_SPACE).any():
+        if np.isin(ends, ASCII_SPACE).any():
             return None
     return laid
 
@@ -97,18 +93,21 @@ def _menus(table: Any, n: int) -> tuple[tuple[tuple[str, ...], ...], np.ndarray]
     lengths = np.diff(offsets)
     if not _clean(vocab) or (lengths == 0).any():
         return None
-    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    if has_duplicates(row * max(len(vocab), 1) + codes):
-        return None  # a label repeated within a menu
     # distinct menus through their code sequences (a menu is its labels' codes, padded to the widest)
     width = int(lengths.max())
-    padded = np.full((n, width), -1, dtype=np.int64)
-    padded[row, np.arange(codes.size) - np.repeat(offsets[:-1], lengths)] = codes
+    if (lengths == width).all():   # menus of one length: the codes are the rows
+        padded = codes.reshape(n, width)
+    else:
+        padded = np.full((n, width), -1, dtype=np.int64)
+        row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        padded[row, np.arange(codes.size) - np.repeat(offsets[:-1], lengths)] = codes
     first, inverse = distinct_rows(padded)
     order = np.argsort(first, kind="stable")                 # distinct menus by first appearance
     rank = np.empty(first.size, dtype=np.int64)
     rank[order] = np.arange(first.size)
     menus = tuple(tuple(vocab[c] for c in padded[first[j]].tolist() if c >= 0) for j in order.tolist())
+    if any(len(set(m)) != len(m) for m in menus):
+        return None  # a label repeated within a menu (a task's menu is one of the distinct menus)
     return menus, rank[inverse]
 
 

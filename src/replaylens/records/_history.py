@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..errors import InputError
 from ._coded_table import CodedTable
 from ._futures import FutureTask, FutureTasks
@@ -38,6 +39,21 @@ def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
         return values  # already fixed-width text: no per-element Python objects (the history keeps a copy)
     arr = np.asarray(list(values), dtype=object)
     return arr.astype(str) if arr.size else np.zeros(0, dtype="<U1")
+
+
+def _stream_ranks(st: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """The distinct streams in first-appearance order and each row's rank among them; when each stream's rows
+    are one run (a file written stream by stream), read off the runs without sorting the text."""
+    n = st.shape[0]
+    starts = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
+    names = st[starts]
+    if np.unique(names).size == names.size:
+        return tuple(names.tolist()), np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(np.r_[starts, n]))
+    uniq, first, inverse = np.unique(st, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(by_first.size, dtype=np.int64)
+    rank[by_first] = np.arange(by_first.size)
+    return tuple(uniq[by_first].tolist()), rank[inverse.reshape(-1)]
 
 
 def _joined_text(col: np.ndarray) -> bytes:
@@ -191,13 +207,12 @@ class History:
         if eid.shape != (n,) or meta.shape != (n,):
             raise InputError(source, None, "event_id" if eid.shape != (n,) else "metadata", f"expected {n} values")
         # stream order = first appearance; canonical sort = (stream order, slot)
-        uniq, first, inverse = np.unique(st, return_index=True, return_inverse=True)
-        by_first = np.argsort(first, kind="stable")
-        order_streams = tuple(uniq[by_first].tolist())
-        rank = np.empty(by_first.size, dtype=np.int64)
-        rank[by_first] = np.arange(by_first.size)
-        srank = rank[inverse.reshape(-1)]
-        perm = np.lexsort((sl_i, srank))
+        order_streams, srank = _stream_ranks(st)
+        s_run = srank[1:] == srank[:-1]
+        if bool((srank[1:] >= srank[:-1]).all() and (~s_run | (sl_i[1:] > sl_i[:-1])).all()):
+            perm = np.arange(n)   # already sorted (a file written stream by stream, slots in order)
+        else:
+            perm = np.lexsort((sl_i, srank))
         # duplicate (stream, slot)
         s2, l2 = srank[perm], sl_i[perm]
         dup = np.flatnonzero((s2[1:] == s2[:-1]) & (l2[1:] == l2[:-1]))
@@ -375,6 +390,7 @@ class Evaluator:
         h = hashlib.sha256()
         for piece in self.table.json_document():
             h.update(piece)
+        release_freed_memory()   # the layout's arrow pages go back, not kept by the pool through the replay
         return h.hexdigest()
 
     def to_pandas(self) -> Any:

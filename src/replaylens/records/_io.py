@@ -19,13 +19,14 @@ import numpy as np
 
 from .._memory import release_freed_memory
 from ..errors import InputError
-from ._arrow_rows import ArrowRows, ascii_text_array, is_text, text_codes
+from ._arrow_rows import ArrowRows, arrow_codes, ascii_text_array, clean_words, is_coded_text, is_text, text_codes
 from ._coded_table import CodedTable
 from ._codes import distinct, has_duplicates
 from ._columns import Field, RawTable, infer_format, read_parquet_table, read_raw
 from ._futures import FutureTask, FutureTasks, future_dict
 from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, History, Record, record_dict
+from ._layout import to_arrow_text
 from ._memo import passed, remember_passed
 
 __all__ = [
@@ -199,6 +200,14 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
 
     def strings(name: str, required: bool) -> np.ndarray | None:
         col = table.column(name)
+        if is_coded_text(col.type):   # read dictionary-encoded: the distinct values trimmed and checked
+            words, codes = arrow_codes(col)
+            words = pc.utf8_trim_whitespace(words)
+            used = np.bincount(codes[codes >= 0], minlength=len(words)) > 0
+            empty = pc.equal(pc.utf8_length(words), 0).to_numpy(zero_copy_only=False)
+            if required and ((codes < 0).any() or (empty & used).any()):
+                return None
+            return np.asarray([*words.to_pylist(), ""], dtype=str)[codes]   # code −1 (null) reads ""
         if not is_text(col.type):
             return None
         col = pc.utf8_trim_whitespace(col)
@@ -272,7 +281,7 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    table, kind = _arrow_table(p, fmt, "outcome")
+    table, kind = _arrow_table(p, fmt, "outcome", ("stream", "family", "context", "key", "event_id"))
     cols = None if table is None else _history_columns(table)
     del table
     release_freed_memory()   # the file's table goes before the history is built from its columns
@@ -285,12 +294,13 @@ def read_history(path: str | os.PathLike[str], fmt: str | None = None) -> Histor
     return history_from_rows(t.rows, t.source, t.lines, t.line_word, t.typed)
 
 
-def _arrow_table(p: Path, fmt: str | None, required: str) -> tuple[Any, str | None]:
-    """``(table, format)``: the file as a ``pyarrow.Table`` when it is Parquet, or JSONL that pyarrow reads
-    as one object per line with a ``required`` key on each; else ``(None, format)`` for the row reader."""
+def _arrow_table(p: Path, fmt: str | None, required: str, coded: Sequence[str] = ()) -> tuple[Any, str | None]:
+    """``(table, format)``: the file as a ``pyarrow.Table`` when it is Parquet (the ``coded`` text columns
+    dictionary-encoded where the file stores them so), or JSONL that pyarrow reads as one object per line with
+    a ``required`` key on each; else ``(None, format)`` for the row reader."""
     kind = infer_format(p, fmt) if p.is_file() else None
     if kind == "parquet":
-        return read_parquet_table(p), kind
+        return read_parquet_table(p, coded), kind
     if kind == "jsonl":
         return _arrow_jsonl(p, required), kind
     return None, kind
@@ -302,12 +312,14 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     A Parquet or JSONL file of text and list-of-text columns is read through pyarrow and validated row by
     row without materializing every row (same checks and messages as the row reader)."""
     p = Path(path)
-    table, _ = _arrow_table(p, fmt, "menu")
+    table, _ = _arrow_table(p, fmt, "menu", ("stream", "family", "context"))
     fast = None if table is None else futures_from_arrow(table, str(p))  # plainly valid: by columns
     if fast is not None:
         del table
         release_freed_memory()
         return fast
+    if table is not None and any(is_coded_text(t) for t in table.schema.types):
+        table, _ = _arrow_table(p, fmt, "menu")   # the row checks read plain text columns
     rows = None if table is None or table.num_rows == 0 else ArrowRows.of(table)
     if rows is not None:
         return futures_from_rows(rows, str(p), range(1, len(rows) + 1))
@@ -315,7 +327,7 @@ def read_futures(path: str | os.PathLike[str], fmt: str | None = None) -> Future
     return futures_from_rows(t.rows, t.source, t.lines)
 
 
-def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], np.ndarray] | None:
+def _evaluator_columns(table: Any) -> tuple[list[Any], list[np.ndarray], np.ndarray] | None:
     """A plainly valid utility table's columns (stream, task and key vocabularies and codes, utilities), read
     column by column (strings dictionary-encoded, no per-row dicts); ``None`` for anything else, which the row
     reader then reports with its file, row and field."""
@@ -325,14 +337,14 @@ def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], n
     names = table.column_names
     if table.num_rows == 0 or sorted(names) != sorted(EVALUATOR_FIELDS):
         return None
-    words: list[list[str]] = []
+    words: list[Any] = []
     codes: list[np.ndarray] = []
     for name in ("stream", "task", "key"):
         col = table.column(name)
-        if not is_text(col.type) or col.null_count:
+        if not (is_text(col.type) or is_coded_text(col.type)) or col.null_count:
             return None
-        vocab, code = text_codes(col)
-        if any(not w or w != w.strip() for w in vocab):  # the row reader trims and rejects empty labels
+        vocab, code = arrow_codes(col)
+        if not clean_words(vocab):  # the row reader trims and rejects empty labels
             return None
         words.append(vocab)
         codes.append(code)
@@ -343,6 +355,8 @@ def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], n
     if not np.isfinite(util).all():
         return None
     sizes = [len(w) for w in words]
+    if _runs_without_repeated_keys(codes, sizes):
+        return words, codes, util
     if sizes[0] * sizes[1] * sizes[2] < 2**62:
         flat = (codes[0] * sizes[1] + codes[1]) * sizes[2] + codes[2]
         duplicated = has_duplicates(flat)   # one sort (numpy's hashing np.unique is far slower on 10^6 codes)
@@ -353,20 +367,37 @@ def _evaluator_columns(table: Any) -> tuple[list[list[str]], list[np.ndarray], n
     return words, codes, util
 
 
+def _runs_without_repeated_keys(codes: list[np.ndarray], sizes: list[int]) -> bool:
+    """Whether the rows come task by task (each (stream, task) one run of rows, as a file written task by task)
+    with no key twice in a run: then no (stream, task, key) is repeated.  Checked with one bit per key (at most
+    56 keys): a run's keys are distinct exactly when the sum of their bits is their OR (no sort of every row).
+    ``False`` says only that this shortcut does not apply."""
+    s, t, k = codes
+    if sizes[2] > 56 or sizes[0] * max(sizes[1], 1) >= 2**62:
+        return False
+    pair = s * max(sizes[1], 1) + t
+    starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+    if (np.diff(np.r_[starts, pair.size]) > sizes[2]).any() or has_duplicates(pair[starts]):
+        return False   # a run longer than the key vocabulary repeats a key; a task in two runs
+    bits = np.left_shift(np.int64(1), k)   # runs of at most 56 bits of at most 2**55: no overflow
+    return bool((np.add.reduceat(bits, starts) == np.bitwise_or.reduceat(bits, starts)).all())
+
+
 def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Evaluator:
     """Read and validate a counterfactual utility table.
 
     A well-typed Parquet or JSONL file is read column by column through pyarrow; anything else (or any
     problem) goes through the row reader, which names the file, row and field."""
     p = Path(path)
-    table, _ = _arrow_table(p, fmt, "utility")
+    table, _ = _arrow_table(p, fmt, "utility", ("stream", "task", "key"))
     cols = None if table is None else _evaluator_columns(table)
     del table
     release_freed_memory()   # before the table's index is built: the file's text is encoded by now
     if cols is not None:
         (s_words, t_words, k_words), codes, util = cols
         del cols
-        evaluator = Evaluator(CodedTable(s_words, t_words, k_words, codes[0], codes[1], codes[2], util), source=str(p))
+        evaluator = Evaluator(CodedTable(s_words.to_pylist(), t_words, k_words.to_pylist(), codes[0], codes[1],
+                                         codes[2], util), source=str(p))
         del codes, util
         release_freed_memory()
         return evaluator
@@ -438,8 +469,7 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                          f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
     # every history key of a stream with future tasks is in one of that stream's menus
     n_menus = len(cols.menus)
-    k_vocab, k_code = np.unique(history.key, return_inverse=True)
-    vocab = {k: j for j, k in enumerate(k_vocab.tolist())}
+    vocab, k_code = _distinct_keys(history.key)
     for m in cols.menus:
         for a in m:
             vocab.setdefault(a, len(vocab))
@@ -475,6 +505,19 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                 raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                                  f"utilities for task {task!r} of stream {s!r}, which is not a future task "
                                  f"(in {futures.source})")
+
+
+def _distinct_keys(keys: np.ndarray) -> tuple[dict[str, int], np.ndarray]:
+    """Each distinct key's code and every row's code: by hashing (an arrow dictionary), not a sort of the text;
+    sorted when arrow cannot hold the text (a lone surrogate)."""
+    import pyarrow as pa
+
+    try:
+        words, codes = arrow_codes(to_arrow_text(keys))
+        return {k: j for j, k in enumerate(words.to_pylist())}, codes
+    except (UnicodeEncodeError, pa.ArrowException):
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return {k: j for j, k in enumerate(uniq.tolist())}, inverse.reshape(-1)
 
 
 def _line_of(source: str, **match: str) -> int | None:
