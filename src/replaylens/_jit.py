@@ -18,7 +18,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["compiled", "loaded", "preload", "worth_it"]
+__all__ = ["LARGE_RUN_DECISIONS", "compiled", "loaded", "preload_for", "worth_it"]
+
+#: from this many decisions a run loads numba where installed (about 1.4 s on a thread of its own, paid back
+#: by the compiled slot draws and statistics of such a run; the results are the same either way)
+LARGE_RUN_DECISIONS = 1 << 24
 
 _DONE: dict[Callable[..., Any], Callable[..., Any] | None] = {}
 _LOCK = threading.Lock()  # one compile per loop, whichever thread asks first
@@ -53,10 +57,24 @@ def loaded() -> bool:
     return "numba" in sys.modules
 
 
-def preload() -> None:
-    """Import numba now, where installed (a large run's callers then use their compiled loops)."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("numba")
+def _noop(x: int) -> int:
+    return x + 1
+
+
+def _load() -> None:
+    """Import numba and bring up its compiler (the first compiled loop costs about 0.9 s: LLVM starts)."""
+    with contextlib.suppress(Exception):
+        compiled(_noop, lambda fn: fn(1))
+
+
+def preload_for(decisions: int) -> threading.Thread | None:
+    """For a run of ``decisions`` (at least :data:`LARGE_RUN_DECISIONS`), load numba on a daemon thread now,
+    beside the run's other work, so its compiled loops are ready when the run reaches them; else nothing."""
+    if decisions < LARGE_RUN_DECISIONS or loaded():
+        return None
+    thread = threading.Thread(target=_load, name="replaylens-numba", daemon=True)
+    thread.start()
+    return thread
 
 
 def worth_it(work: int, threshold: int) -> bool:

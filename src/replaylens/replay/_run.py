@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._jit import preload
+from .._jit import preload_for
 from ..agents import Agent, SupportLookup, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
@@ -33,11 +33,6 @@ from ._result import Decisions
 from ._streams import future_column
 
 __all__ = ["PreparedReplay", "prepare_replay", "replay", "support_lookup"]
-
-#: from this many decisions a replay imports numba where installed (about 0.8 s, paid back many times over by
-#: the compiled slot draws and statistics of such a run; the decisions are the same either way)
-PRELOAD_DECISIONS = 1 << 24
-
 Progress = Callable[[int, int], None]
 
 
@@ -170,8 +165,7 @@ class PreparedReplay:
         shards = shard_layout(plan, sds, path=path, shard_size=shard_size, shard_memory=shard_memory)
         size = shard_size or (1 if path == "reference" else f"memory:{shard_memory or DEFAULT_SHARD_MEMORY}")
         total = sum(len(sds[s].futures) for s in plan.streams) * plan.n_decisions_per_task
-        if total >= PRELOAD_DECISIONS:
-            preload()  # numba, where installed: the slot draws and the statistics use their compiled loops
+        preload_for(total)  # numba for a large run, where installed: its slot draws and statistics are compiled
         done = 0
 
         def tick(n: int) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._durable import LockedError, clean_stale, locked_dir
+from .._jit import preload_for
 from .._memory import release_freed_memory
 from .._version import __version__
 from ..agents import Agent, as_agent
@@ -88,6 +89,7 @@ def run_audit(
         plan = prepared.plan if prepared is not None else plan_replay(
             history, futures, cells=settings.cells, maps=settings.maps, draws=settings.draws, repeats=repeats,
             seed=settings.seed, rng=settings.rng)
+        preload_for(len(futures) * plan.n_decisions_per_task)  # numba, for a large run, beside the input hashes
         if arguments is None:
             command = API_COMMAND
             arguments = api_arguments(history, futures, evaluator, agent, plan, settings)

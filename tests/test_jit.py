@@ -1,0 +1,53 @@
+"""replaylens._jit: compiled loops where numba is installed, the numpy path (None) where it is not."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from conftest import require
+from replaylens import _jit
+
+
+def _twice(x: int) -> int:
+    return 2 * x
+
+
+def test_without_numba_no_loop_is_compiled_and_nothing_is_preloaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    monkeypatch.setattr(_jit, "_DONE", {})
+    assert _jit.compiled(_twice, lambda fn: fn(1)) is None
+    assert _jit.preload_for(_jit.LARGE_RUN_DECISIONS - 1) is None
+
+
+def test_a_failing_probe_keeps_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_jit, "_DONE", {})
+
+    def probe(fn: object) -> None:
+        raise ValueError("this build computes something else")
+
+    assert _jit.compiled(_twice, probe) is None
+
+
+def test_worth_it_from_the_threshold_or_once_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_jit, "loaded", lambda: False)
+    assert _jit.worth_it(10, 10) and not _jit.worth_it(9, 10)
+    monkeypatch.setattr(_jit, "loaded", lambda: True)
+    assert _jit.worth_it(0, 10)
+
+
+def test_with_numba_a_loop_compiles_once_and_a_large_run_loads_it_on_a_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("numba") is None:
+        require("fast", "numba (the fast extra) is not installed")
+    monkeypatch.setattr(_jit, "_DONE", {})
+    fn = _jit.compiled(_twice, lambda f: f(1))
+    assert fn is not None and fn(21) == 42 and _jit.compiled(_twice, lambda f: f(1)) is fn
+    monkeypatch.setattr(_jit, "loaded", lambda: False)
+    thread = _jit.preload_for(_jit.LARGE_RUN_DECISIONS)
+    assert thread is not None and thread.daemon
+    thread.join(120)
+    assert not thread.is_alive() and "numba" in sys.modules
+
