@@ -68,30 +68,20 @@ def test_report_parts_made_beside_the_statistics_give_the_same_files(tmp_path) -
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
-def test_a_failing_report_part_fails_the_run_and_leaves_no_thread(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize(("module", "part", "message"), [
+    ("_ahead", "changed_examples", "examples failed"),     # a report part on the report thread
+    ("_audit", "_inference", "statistics failed"),         # the statistics, while the report thread runs
+])
+def test_a_failing_run_stops_the_report_thread_and_writes_nothing(tmp_path, monkeypatch, module: str, part: str,
+                                                                  message: str) -> None:
+    import importlib
     import threading
 
-    from replaylens.report import _ahead
-
     def broken(*a, **k):
-        raise RuntimeError("examples failed")
+        raise RuntimeError(message)
 
-    monkeypatch.setattr(_ahead, "changed_examples", broken)
-    with pytest.raises(RuntimeError, match="examples failed"):
+    monkeypatch.setattr(importlib.import_module(f"replaylens.report.{module}"), part, broken)
+    with pytest.raises(RuntimeError, match=message):
         _audit_out(tmp_path / "a")
     assert not [t for t in threading.enumerate() if t.name.startswith("replaylens-report")]
     assert not (tmp_path / "a" / "summary.json").exists()
-
-
-def test_a_run_failing_in_its_statistics_stops_the_report_thread(tmp_path, monkeypatch) -> None:
-    import threading
-
-    from replaylens.report import _audit
-
-    def broken(*a, **k):
-        raise RuntimeError("statistics failed")
-
-    monkeypatch.setattr(_audit, "_inference", broken)
-    with pytest.raises(RuntimeError, match="statistics failed"):
-        _audit_out(tmp_path / "a")
-    assert not [t for t in threading.enumerate() if t.name.startswith("replaylens-report")]
