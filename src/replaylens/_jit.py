@@ -5,8 +5,9 @@ disk beside the module) or ``None`` where numba is missing or cannot compile it,
 numpy path.  Every compiled loop reproduces its numpy path's bytes (each has a test that says so); numba only
 changes how fast, so whether it is installed never changes a result.
 
-Importing numba costs about 0.8 s and 0.12 GB resident, so callers use a loop only for work that pays for
-that (:func:`worth_it`), or once numba is loaded anyway.
+Loading numba costs about 1.4 s (import, then LLVM starting on the first compiled loop) and 0.1 GB resident,
+so callers use a loop only for work that pays for that (:func:`worth_it`), or once numba is loaded anyway
+(:func:`preload_for` loads it on a thread of its own for a large run).
 """
 
 from __future__ import annotations

@@ -73,10 +73,6 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
     if not dq.size:
         return local
     g_rows, g_first, g_count = np.unique(row_of[dq], return_index=True, return_counts=True)
-    slots = np.add.reduceat(sizes[dq], g_first)
-    small = (np.maximum.reduceat(sizes[dq], g_first) <= VEC_MAX_BLOCK) & (slots <= VEC_MAX_SLOTS)
-    if small.any() and int(small.sum()) < VEC_MIN_STREAMS_PER_SLOT * int(slots[small].max()):
-        small[:] = False  # too few streams for their length: one at a time is cheaper
     states = pcg64_states([seed, stable_int(gen_role)], name_ints[g_rows])
     loop = shuffle_loop() if loaded() else None
     if loop is not None:  # numba loaded (a large run preloads it): every stream in one compiled pass
@@ -85,6 +81,10 @@ def _role_local(seed: int, gen_role: str, law: SlotLaw, names: Sequence[str], na
         loop(*states, g_first, g_first + g_count, q_sizes, law is SlotLaw.DERANGEMENT, perms)
         _place(local, starts[dq], q_sizes, perms)
         return local
+    slots = np.add.reduceat(sizes[dq], g_first)  # the numpy paths: short blocks vectorized, the rest per stream
+    small = (np.maximum.reduceat(sizes[dq], g_first) <= VEC_MAX_BLOCK) & (slots <= VEC_MAX_SLOTS)
+    if small.any() and int(small.sum()) < VEC_MIN_STREAMS_PER_SLOT * int(slots[small].max()):
+        small[:] = False  # too few streams for their length: one at a time is cheaper
     if small.any():
         sel = np.flatnonzero(small)
         q_small = dq[np.repeat(small, g_count)]

@@ -33,6 +33,7 @@ from ._result import Decisions
 from ._streams import future_column
 
 __all__ = ["PreparedReplay", "prepare_replay", "replay", "support_lookup"]
+
 Progress = Callable[[int, int], None]
 
 
