@@ -60,7 +60,7 @@ class Decisions:
         c_n, m_n, d_n, p_n, n = self.actions.shape
         grid = np.indices((c_n, m_n, d_n, p_n, n)).reshape(5, -1)
         c, m, d, p, i = grid
-        labels = np.asarray(self.plan.labels, dtype=object)
+        labels = list(self.plan.labels)
         acts = self.actions.reshape(-1)
         strata = np.asarray(["/".join(s) for s in self.plan.strata], dtype=object)
         streams = np.asarray(self.plan.streams, dtype=object)
@@ -76,9 +76,9 @@ class Decisions:
                                   categories=list(dict.fromkeys(self.plan.map_names))),
             "draw": d,
             "repeat": p,
-            "action": labels[acts],
+            "action": pd.Categorical.from_codes(acts, categories=labels),
             "utility": util,
-            "oracle": labels[self.oracle[i]],
+            "oracle": pd.Categorical.from_codes(self.oracle[i], categories=labels),
             "oracle_utility": self.utility[i, self.oracle[i]],
         })
 
@@ -110,6 +110,7 @@ class Decisions:
         ce_code, ce_dict = categorical(list(self.plan.cell_names))
         ma_code, ma_dict = categorical(list(self.plan.map_names))
         labels = pa.array(list(self.plan.labels), type=pa.string())
+        l_type = pa.from_numpy_dtype(self.actions.dtype)   # the label codes' integer type (action_dtype)
         rows = np.arange(n)
         per_task = {   # the columns that depend on the task alone: the same in every block
             "stream": st_code[self.stream_idx], "stratum": sr_code[self.stratum_idx],
@@ -120,7 +121,8 @@ class Decisions:
         acts = self.actions.reshape(n_blocks, n)
         per_write = max(1, rows_per_group // n)   # small blocks are written several at once
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
-        # they save; the rest keep parquet's dictionary encoding.  Row-group statistics (min/max) only for the
+        # they save; the rest keep parquet's dictionary encoding, the label columns (action, oracle) written from
+        # their codes as arrow dictionaries (no per-value hashing of text; read back as categoricals, as frame()).  Row-group statistics (min/max) only for the
         # block columns a reader filters row groups on; the utilities are not compressed (random doubles: snappy
         # gains nothing there); values are encoded 65,536 at a time (pyarrow's default 1,024 cost ~15% more time
         # on 4*10^6 decisions; the pages, and so the content, are unchanged)
@@ -148,9 +150,9 @@ class Decisions:
                     "map": dic(ma_code[m], ma_dict),
                     "draw": pa.array(d.astype(np.int64)),
                     "repeat": pa.array(p.astype(np.int64)),
-                    "action": labels.take(pa.array(a.reshape(-1))),
+                    "action": pa.DictionaryArray.from_arrays(pa.array(a.reshape(-1)), labels),
                     "utility": pa.array(np.ascontiguousarray(chosen).reshape(-1)),
-                    "oracle": labels.take(pa.array(tile(per_task["oracle"]))),
+                    "oracle": pa.DictionaryArray.from_arrays(pa.array(tile(per_task["oracle"]), type=l_type), labels),
                     "oracle_utility": pa.array(tile(per_task["oracle_utility"])),
                 })
                 if writer is None:
