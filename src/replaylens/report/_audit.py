@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._memory import release_freed_memory
 from ..agents import Agent
 from ..inference import BootstrapResult, SignFlipResult, shared_bootstrap, shared_sign_flip_tests
 from ..readouts import (
@@ -361,6 +362,7 @@ def summarize(d: Decisions, *, seed: int = 0, n_resamples: int = 20_000, level: 
                         int(changed.size)))
     if on_readouts is not None:
         on_readouts([(p[1], p[3], p[4], p[5]) for p in pending])
+    release_freed_memory()   # the readouts' per-decision temporaries, before the resampling allocates its blocks
     stats = _inference([np.column_stack([p[3].values, p[4].values, p[5].values]) for p in pending], seed,
                        n_resamples, level)
     return [_row(*p, inference=inference) for p, inference in zip(pending, stats, strict=True)]
