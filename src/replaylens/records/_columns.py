@@ -134,7 +134,11 @@ def read_parquet_table(p: Path, coded: Sequence[str] = ()) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(p, read_dictionary=_small_dictionaries(p, coded) or None)
+        coded_ = _small_dictionaries(p, coded) or None
+        if Path(p).is_dir():   # a dataset directory
+            return pq.read_table(p, read_dictionary=coded_)
+        with pq.ParquetFile(p, read_dictionary=coded_) as fh:   # one file: no dataset layer (nor pandas import)
+            return fh.read()
     except Exception as exc:  # pyarrow raises several unrelated types for broken files
         raise InputError(str(p), None, None, f"not a readable Parquet file ({exc})") from None
 
