@@ -512,12 +512,20 @@ def test_array_agent_returning_padding_code_raises() -> None:
 def test_decisions_parquet_is_the_tidy_frame_whatever_the_row_groups(rows: int, tmp_path: Path) -> None:
     """decisions.parquet is written from integer codes in row groups; reading it back gives frame()."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     sub = make_bandit(n_streams=5, slots_per_block=3, n_future=3, held_out=("h1",))
     dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value,pair", repeats=2)
     assert len(dec.plan.maps) > 1 and dec.actions.size > 37
     dec.to_parquet(tmp_path / "d.parquet", rows_per_group=rows)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "d.parquet"), dec.frame())
+    # the labels are written from their codes (a dictionary of the plan's labels), every field required
+    schema = pq.read_schema(tmp_path / "d.parquet")
+    for name in ("action", "oracle"):
+        assert pa.types.is_dictionary(schema.field(name).type)
+    assert not any(f.nullable for f in schema)
+    assert list(dec.frame()["action"].cat.categories) == list(dec.plan.labels)
 
 
 def test_journal_writer_thread_keeps_shard_order_and_raises_its_error(bandit, tmp_path: Path, monkeypatch) -> None:
