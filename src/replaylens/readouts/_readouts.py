@@ -14,7 +14,7 @@ stream-cluster bootstrap) unless stated otherwise.  Orientation follows the pape
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +52,37 @@ def disagreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(a != b))
 
 
-def _finish(name: str, cell: str, dec: Decisions, per_map_task: np.ndarray, sel: np.ndarray) -> StreamValues:
-    """per_map_task: (M', D, P, N) → pool tasks/strata, average draws and repeats, then maps."""
-    pooled = pool_tasks(per_map_task, dec).mean(axis=(1, 2))  # (M', S)
-    names = tuple(dec.plan.map_names[int(i)] for i in sel)
-    return StreamValues(name, cell, pooled.mean(axis=0), pooled, names)
+#: decisions a readout's per-decision temporaries cover at once: maps are taken a few at a time, so a readout
+#: over many maps holds a few maps' floats, not all of them (the per-map values are the same either way)
+CHUNK_DECISIONS = 1 << 22
+
+PerMap = Callable[[np.ndarray], np.ndarray]
+
+
+def _map_chunks(dec: Decisions, sel: np.ndarray) -> list[np.ndarray]:
+    """``sel`` split into consecutive runs of maps whose decisions number about :data:`CHUNK_DECISIONS`."""
+    per_map = max(1, int(np.prod(dec.actions.shape[2:])))   # draws × repeats × tasks
+    step = max(1, CHUNK_DECISIONS // per_map)
+    return [sel[k:k + step] for k in range(0, len(sel), step)]
+
+
+def _pooled(per: np.ndarray, dec: Decisions) -> np.ndarray:
+    return pool_tasks(per, dec).mean(axis=(1, 2))   # (M', S)
+
+
+def _finish(name: str, cell: str, dec: Decisions, per_map_task: np.ndarray | PerMap, sel: np.ndarray) -> StreamValues:
+    """per_map_task: (M', D, P, N) → pool tasks/strata, average draws and repeats, then maps.  A callable gives
+    the values at some of the maps ``sel`` (its argument), taken a few maps at a time (:func:`_map_chunks`)."""
+    if callable(per_map_task):
+        pooled = np.concatenate([_pooled(per_map_task(part), dec) for part in _map_chunks(dec, sel)])
+    else:
+        pooled = _pooled(per_map_task, dec)
+    return _values(name, cell, dec, pooled, sel)
+
+
+def _values(name: str, cell: str, dec: Decisions, pooled: np.ndarray, sel: np.ndarray) -> StreamValues:
+    """The readout from its (M', S) per-map stream values: averaged over the maps ``sel``."""
+    return StreamValues(name, cell, pooled.mean(axis=0), pooled, tuple(dec.plan.map_names[int(i)] for i in sel))
 
 
 def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonidentity") -> StreamValues:
@@ -64,7 +90,7 @@ def action_response(dec: Decisions, cell: str = "aligned", maps: MapSel = "nonid
     c = dec.cell_index(cell)
     sel = map_selection(dec, maps)
     a = dec.actions[c]
-    return _finish(f"A_{cell}", cell, dec, a[sel] != a[0][None], sel)
+    return _finish(f"A_{cell}", cell, dec, lambda part: a[part] != a[0][None], sel)
 
 
 def a_rekey(dec: Decisions) -> StreamValues:
@@ -98,8 +124,8 @@ def direct_action_contrast(dec: Decisions, cell: str, maps: MapSel | None = None
     Default maps: ρ = id for history cells, the non-identity maps for consistent renaming.
     """
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
-    a = dec.actions[dec.cell_index(cell)][sel]
-    return _finish(f"D_A^{cell}", cell, dec, a != _baseline(dec, cell, sel), sel)
+    a = dec.actions[dec.cell_index(cell)]
+    return _finish(f"D_A^{cell}", cell, dec, lambda part: a[part] != _baseline(dec, cell, part), sel)
 
 
 def _chosen_utility(dec: Decisions, actions: np.ndarray) -> np.ndarray:
@@ -123,21 +149,21 @@ def _readout(dec: Decisions, y: str, c: int, sel: np.ndarray | None = None) -> n
 
 def mean_utility(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """U_q(ρ) = mean over x of g̃(x, a_q^ρ(x))."""
-    sel = map_selection(dec, maps)
-    return _finish(f"U_{cell}", cell, dec, _readout(dec, "U", dec.cell_index(cell), sel), sel)
+    sel, c = map_selection(dec, maps), dec.cell_index(cell)
+    return _finish(f"U_{cell}", cell, dec, lambda part: _readout(dec, "U", c, part), sel)
 
 
 def oracle_agreement(dec: Decisions, cell: str = "aligned", maps: MapSel = "identity") -> StreamValues:
     """O_q(ρ) = mean over x of 1[a_q^ρ(x) = a*(x)]."""
-    sel = map_selection(dec, maps)
-    return _finish(f"O_{cell}", cell, dec, _readout(dec, "O", dec.cell_index(cell), sel), sel)
+    sel, c = map_selection(dec, maps), dec.cell_index(cell)
+    return _finish(f"O_{cell}", cell, dec, lambda part: _readout(dec, "O", c, part), sel)
 
 
 def _direct(dec: Decisions, y: str, cell: str, maps: MapSel | None) -> StreamValues:
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     c = dec.cell_index(cell)
-    base = _aligned_base(dec, y, c, sel)
-    return _finish(f"Δ{y}_{cell}", cell, dec, _readout(dec, y, c, sel) - base, sel)
+    return _finish(f"Δ{y}_{cell}", cell, dec, lambda part: _readout(dec, y, c, part) - _aligned_base(dec, y, c, part),
+                   sel)
 
 
 def _aligned_base(dec: Decisions, y: str, c: int, sel: np.ndarray) -> np.ndarray:
@@ -163,15 +189,17 @@ def delta(dec: Decisions, y: str, cell: str, maps: MapSel = "nonidentity") -> St
     """Structural orientation δ_y^q(ρ): U: U_q(id) − U_q(ρ); A: A_q(ρ); O: O_q(ρ) − O_q(id)."""
     sel = map_selection(dec, maps)
     c = dec.cell_index(cell)
+    identity = np.array([0])
+    per: PerMap
     if y == "A":
         a = dec.actions[c]
-        per = a[sel] != a[0][None]
+        per = lambda part: a[part] != a[0][None]   # noqa: E731
     elif y == "U":
-        u = _readout(dec, "U", c, np.r_[0, sel])
-        per = u[0][None] - u[1:]
+        u0 = _readout(dec, "U", c, identity)
+        per = lambda part: u0 - _readout(dec, "U", c, part)   # noqa: E731
     elif y == "O":
-        o = _readout(dec, "O", c, np.r_[0, sel])
-        per = o[1:] - o[0][None]
+        o0 = _readout(dec, "O", c, identity)
+        per = lambda part: _readout(dec, "O", c, part) - o0   # noqa: E731
     else:
         raise ValueError(f"y must be 'U', 'A' or 'O'; got {y!r}")
     return _finish(f"δ_{y}^{cell}", cell, dec, per, sel)
@@ -253,15 +281,21 @@ def utility_decomposition(dec: Decisions, cell: str, maps: MapSel | None = None)
     """Net, absolute and switch-conditional utility change of ``cell`` against its aligned baseline."""
     sel = map_selection(dec, maps if maps is not None else _default_direct_maps(dec, cell))
     c = dec.cell_index(cell)
-    du = _readout(dec, "U", c, sel) - _aligned_base(dec, "U", c, sel)
-    sw = (dec.actions[c][sel] != _baseline(dec, cell, sel))
-    du_sw = du[sw]
+    net, absolute, switch, switched = [], [], [], []
+    for part in _map_chunks(dec, sel):   # a few maps at a time: the values and their order as with all at once
+        du = _readout(dec, "U", c, part) - _aligned_base(dec, "U", c, part)
+        sw = dec.actions[c][part] != _baseline(dec, cell, part)
+        net.append(_pooled(du, dec))
+        absolute.append(_pooled(np.abs(du), dec))
+        switch.append(_pooled(sw, dec))
+        switched.append(du[sw])
+    du_sw = np.concatenate(switched)
     n = int(du_sw.size)
     return UtilityDecomposition(
         cell=cell,
-        net=_finish(f"ΔU_{cell}", cell, dec, du, sel),
-        absolute=_finish(f"|ΔU|_{cell}", cell, dec, np.abs(du), sel),
-        switch_rate=_finish(f"switch_{cell}", cell, dec, sw, sel),
+        net=_values(f"ΔU_{cell}", cell, dec, np.concatenate(net), sel),
+        absolute=_values(f"|ΔU|_{cell}", cell, dec, np.concatenate(absolute), sel),
+        switch_rate=_values(f"switch_{cell}", cell, dec, np.concatenate(switch), sel),
         conditional=float(du_sw.mean()) if n else 0.0,
         harm=float((du_sw < 0).mean()) if n else 0.0,
         tie=float((du_sw == 0).mean()) if n else 0.0,
