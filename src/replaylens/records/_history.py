@@ -23,7 +23,17 @@ from ..errors import InputError
 from ._coded_table import CodedTable
 from ._futures import FutureTask, FutureTasks
 from ._memo import memoized
-from ._text_codes import TextCodes, blank_rows, compact, decode, encode_text, first_appearance, readonly
+from ._text_codes import (
+    TextCodes,
+    blank_rows,
+    compact,
+    decode,
+    decode_bytes,
+    encode_text,
+    first_appearance,
+    pack,
+    readonly,
+)
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
 
@@ -43,14 +53,15 @@ def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
 
 
 def _joined_text(col: np.ndarray) -> bytes:
-    """``"\\x1f".join(col.tolist()).encode()`` of a text column; for ASCII fixed-width text, built from the
-    array's code points at once (no per-value ``str``)."""
-    if col.dtype.kind != "U" or col.size == 0 or col.dtype.itemsize == 0:
+    """``"\x1f".join(col.tolist()).encode()`` of a text column (numpy ``<U`` text, or ``S`` bytes read as
+    ASCII); for ASCII fixed-width text, built from the array's code points at once (no per-value ``str``)."""
+    if col.dtype.kind not in "US" or col.size == 0 or col.dtype.itemsize == 0:
         return "\x1f".join(col.tolist()).encode()
-    width = col.dtype.itemsize // 4
-    points = np.ascontiguousarray(col).view(np.uint32).reshape(col.size, width)
+    width = col.dtype.itemsize if col.dtype.kind == "S" else col.dtype.itemsize // 4
+    points: np.ndarray = np.ascontiguousarray(col).view(np.uint8 if col.dtype.kind == "S" else np.uint32)
+    points = points.reshape(col.size, width)
     if points.max(initial=0) >= 128:
-        return "\x1f".join(col.tolist()).encode()
+        return "\x1f".join(decode_bytes(col).tolist()).encode()
     buf = np.full((col.size, width + 1), 0x1F, dtype=np.uint8)
     buf[:, :width] = points
     keep = np.arange(width + 1) < np.char.str_len(col)[:, None]   # the text; trailing NULs are not text
@@ -87,7 +98,7 @@ class _Lines:
 
     def __init__(self, source: str, lines: Sequence[int] | None, n: int, word: str = "line") -> None:
         self.source = source
-        self.lines = list(lines) if lines is not None else list(range(1, n + 1))
+        self.lines = lines if isinstance(lines, range) else list(lines) if lines is not None else range(1, n + 1)
         self.word = word
 
     def err(self, i: int, fld: str | None, msg: str) -> InputError:
@@ -190,7 +201,8 @@ class History:
         if n == 0:
             raise InputError(source, None, None, "the history has no records")
         lin = _Lines(source, lines, n, line_word)
-        coded = {name: compact(np.asarray(text[name][0]), np.asarray(text[name][1])) for name in TEXT_COLUMNS}
+        coded = {name: compact(decode_bytes(np.asarray(text[name][0])), np.asarray(text[name][1]))
+                 for name in TEXT_COLUMNS}
         for name in TEXT_COLUMNS:
             bad = blank_rows(*coded[name])   # empty or blank, checked once per distinct value
             if bad.size:
@@ -263,7 +275,7 @@ class History:
             given_v, given_c = text[name]
             v = v.copy() if copy and v is given_v else v
             c = c.copy() if copy and perm is None and c is given_c else c if perm is None else c[perm]
-            return readonly(v), readonly(c.astype(np.int32, copy=False))
+            return readonly(pack(v)), readonly(c.astype(np.int32, copy=False))
 
         text_out = {name: own_text(name, v, c) for name, (v, c) in coded.items()}
         starts = np.searchsorted(text_out["stream"][1], np.arange(s_vocab.size + 1)).astype(np.int64)
@@ -282,7 +294,14 @@ class History:
         values (a 1-d numpy ``<U`` array, no value twice, every value used) and an int32 code per record, so
         that ``vocab[codes]`` is the column.  Equal codes ⇔ equal text; the vocab's order is internal, except
         for ``stream``, whose vocab is :attr:`streams` (a stream's code is its rank, and codes never decrease).
-        Both arrays are read-only and shared: group, compare and count on the codes, decode only what is shown."""
+        The codes are read-only and shared; an ASCII vocab is held as bytes and decoded on each call (cheap for
+        the few distinct streams, blocks and keys; for task ids, mostly distinct, as large as the column).
+        Group, compare and count on the codes, decode only what is shown."""
+        vocab, codes = self._held(name)
+        return decode_bytes(vocab), codes
+
+    def _held(self, name: str) -> TextCodes:
+        """(vocab, codes) as held: an ASCII vocab as numpy bytes (1 byte a character), else as numpy text."""
         try:
             return self._text[name]
         except KeyError:
@@ -290,7 +309,7 @@ class History:
 
     def text(self, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
         """The text column ``name`` (or its ``rows``: a slice or an index array) as numpy fixed-width text."""
-        vocab, codes = self.text_codes(name)
+        vocab, codes = self._held(name)
         return decode(vocab, codes if rows is None else codes[rows])
 
     @property
@@ -391,7 +410,7 @@ class History:
     def _fingerprint(self) -> str:
         h = hashlib.sha256()
         for name in _COLUMNS:   # one decoded text column at a time
-            col = self.text(name) if name in self._text else getattr(self, name)
+            col = self._held(name)[0][self._held(name)[1]] if name in self._text else getattr(self, name)
             h.update(name.encode())
             h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else _joined_text(col))
             del col

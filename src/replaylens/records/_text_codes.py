@@ -15,8 +15,8 @@ import numpy as np
 from ._arrow_rows import arrow_codes, ascii_text_array
 from ._layout import to_arrow_text
 
-__all__ = ["TextCodes", "blank_rows", "compact", "decode", "encode_text", "first_appearance", "numpy_words",
-           "readonly"]
+__all__ = ["TextCodes", "blank_rows", "compact", "decode", "decode_bytes", "encode_text", "first_appearance",
+           "numpy_words", "pack", "readonly"]
 
 #: (vocab: distinct values as a 1-d numpy ``<U`` array, codes: an int32 index into it per row)
 TextCodes = tuple[np.ndarray, np.ndarray]
@@ -28,9 +28,32 @@ def readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def pack(vocab: np.ndarray) -> np.ndarray:
+    """A ``<U`` vocab held compactly: as numpy bytes (``S``, 1 byte a character instead of 4) when every value
+    is ASCII, else as it is.  :func:`decode_bytes` gives it back exactly (both drop only trailing NULs)."""
+    if vocab.dtype.kind != "U" or vocab.size == 0 or vocab.dtype.itemsize == 0:
+        return vocab
+    points = np.ascontiguousarray(vocab).view(np.uint32)
+    if int(points.max()) >= 128:
+        return vocab
+    return points.astype(np.uint8).view(f"S{vocab.dtype.itemsize // 4}").reshape(vocab.shape)   # by code points
+
+
+def decode_bytes(vocab: np.ndarray) -> np.ndarray:
+    """A :func:`pack` ed array as numpy ``<U`` text (a ``<U`` array as it is); ASCII bytes widened as code
+    points (no per-value decoding)."""
+    if vocab.dtype.kind != "S":
+        return vocab
+    if vocab.size == 0 or vocab.dtype.itemsize == 0:
+        return vocab.astype(f"<U{max(vocab.dtype.itemsize, 1)}")
+    points = np.ascontiguousarray(vocab).view(np.uint8).astype(np.uint32)
+    return points.view(f"<U{vocab.dtype.itemsize}").reshape(vocab.shape)
+
+
 def decode(vocab: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """The column as numpy fixed-width text: ``vocab[codes]`` (a new array)."""
-    return vocab[codes] if vocab.size else np.zeros(codes.shape[0], dtype="<U1")
+    """The column as numpy fixed-width text: ``vocab[codes]`` (a new array; a packed vocab is gathered as bytes,
+    then decoded)."""
+    return decode_bytes(vocab[codes]) if vocab.size else np.zeros(codes.shape[0], dtype="<U1")
 
 
 def numpy_words(words: Any) -> TextCodes:
