@@ -191,3 +191,14 @@ def test_encoded_text_decodes_to_the_column(values: list[str]) -> None:
     assert codes_mod.decode_bytes(packed).tolist() == vocab.tolist()
     assert (packed.dtype.kind == "S") == (vocab.size > 0 and all(v.isascii() for v in vocab.tolist())
                                             and vocab.dtype.itemsize > 0)
+
+
+def test_from_coded_refuses_codes_outside_the_vocab_and_unknown_columns() -> None:
+    text = {name: (np.array(["a", "b"]), np.array([0, 1, 1], dtype=np.int32)) for name in TEXT}
+    h = History.from_coded(text=text, slot=[0, 1, 2], outcome=[0.1, 0.2, 0.3])
+    assert h.streams == ("a", "b") and h.key.tolist() == ["a", "b", "b"]
+    with pytest.raises(KeyError, match="not a text column"):
+        h.text_codes("outcome")
+    bad = {**text, "key": (np.array(["a"]), np.array([0, 1, 0], dtype=np.int32))}
+    with pytest.raises(ValueError, match="text codes"):
+        History.from_coded(text=bad, slot=[0, 1, 2], outcome=[0.1, 0.2, 0.3])

@@ -85,7 +85,10 @@ def encode_text(values: np.ndarray) -> TextCodes:
 
 
 def compact(vocab: np.ndarray, codes: np.ndarray) -> TextCodes:
-    """Drop the vocab entries no row uses (codes renumbered in the same order); as given when all are used."""
+    """Drop the vocab entries no row uses (codes renumbered in the same order); as given when all are used.
+    ``ValueError`` for a code outside the vocab."""
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= vocab.size):
+        raise ValueError(f"text codes must lie in 0..{vocab.size - 1}")
     used = np.bincount(codes, minlength=vocab.size) > 0 if codes.size else np.zeros(vocab.size, dtype=bool)
     if used.all():
         return vocab, codes.astype(np.int32, copy=False)
