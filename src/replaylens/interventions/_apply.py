@@ -34,20 +34,24 @@ def apply_cell(
     c = get_cell(cell) if isinstance(cell, str) else cell
     labs = tuple(labels) if labels is not None else history.labels
     code = {lab: i for i, lab in enumerate(labs)}
-    missing = [k for k in dict.fromkeys(history.key.tolist()) if k not in code]
+    missing = [k for k in history.labels if k not in code]
     if missing:
         raise ConfigError(f"history keys {missing} are not in the label order {list(labs)}")
     rmap = rho if rho is not None else identity(len(labs))
     if rmap.n != len(labs):
         raise ConfigError(f"map {rmap.name} acts on {rmap.n} labels, the label order has {len(labs)}")
     sp = spec if spec is not None else SlotSpec.from_seed(seed)
-    cols = {k: v.copy() for k, v in history.to_columns().items()}
+    orig = history.to_columns()   # decoded once (the text columns are decoded on each access)
+    cols = {k: v.copy() for k, v in orig.items()}
+    cols["key"] = cols["key"].astype(np.result_type(cols["key"], np.asarray(labs, dtype=str)))  # a label may be wider
+    k_vocab, k_codes = history.text_codes("key")
+    label_code = np.array([code[k] for k in k_vocab.tolist()], dtype=np.int64)[k_codes]
     for s in history.streams:
         sl = history.stream_slice(s)
-        blocks = list(zip(history.family[sl].tolist(), history.context[sl].tolist(), strict=True))
+        blocks = list(zip(orig["family"][sl].tolist(), orig["context"][sl].tolist(), strict=True))
         local = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
         blk = np.array([[local[b] for b in blocks]], dtype=np.int64)
-        codes = np.array([[code[k] for k in history.key[sl].tolist()]], dtype=np.int64)
+        codes = label_code[sl][None, :]
         outs = history.outcome[sl][None, :].astype(np.float64)
         perms = {role: stream_perm(sp, role, s, blk[0])[None, :] for role in ("value", "pair", "time", "reorder")}
         tb = transform_batch(c, codes=codes, outcomes=outs, block=blk, perms=perms, maps=rmap.array[None, :])
@@ -55,5 +59,5 @@ def apply_cell(
         cols["key"][sl] = np.asarray(labs, dtype=object)[tb.keys[0, 0]].astype(str)
         cols["outcome"][sl] = tb.outcomes[0]
         for name in ("task", "event_time", "event_id", "metadata"):
-            cols[name][sl] = history.to_columns()[name][sl][src]
+            cols[name][sl] = orig[name][sl][src]
     return History.from_columns(**cols, source=f"{history.source} [{c.name}, ρ={rmap.name}]")  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """Typed, columnar agent histories, future task sets and the counterfactual evaluator.
 
 * :class:`History` — the logged records D = ((x_t, a_t, y_t)) of every stream, one numpy
-  column per field, sorted by (stream, slot).
+  column per field (the text ones as integer codes into their distinct values), sorted by (stream, slot).
 * :class:`FutureTasks` — the held-fixed future task set X⁺ with each task's menu.
 * :class:`Evaluator` — the counterfactual utility table g̃(x, a) and the oracle a*(x)
   (first maximum in the menu's canonical order).  Writers and policies never see it.
@@ -23,6 +23,17 @@ from ..errors import InputError
 from ._coded_table import CodedTable
 from ._futures import FutureTask, FutureTasks
 from ._memo import memoized
+from ._text_codes import (
+    TextCodes,
+    blank_rows,
+    compact,
+    decode,
+    decode_bytes,
+    encode_text,
+    first_appearance,
+    pack,
+    readonly,
+)
 
 __all__ = ["Evaluator", "FutureTask", "FutureTasks", "History", "Record", "block_name"]
 
@@ -41,30 +52,16 @@ def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
     return arr.astype(str) if arr.size else np.zeros(0, dtype="<U1")
 
 
-def _stream_ranks(st: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
-    """The distinct streams in first-appearance order and each row's rank among them; when each stream's rows
-    are one run (a file written stream by stream), read off the runs without sorting the text."""
-    n = st.shape[0]
-    starts = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
-    names = st[starts]
-    if np.unique(names).size == names.size:
-        return tuple(names.tolist()), np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(np.r_[starts, n]))
-    uniq, first, inverse = np.unique(st, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty(by_first.size, dtype=np.int64)
-    rank[by_first] = np.arange(by_first.size)
-    return tuple(uniq[by_first].tolist()), rank[inverse.reshape(-1)]
-
-
 def _joined_text(col: np.ndarray) -> bytes:
-    """``"\\x1f".join(col.tolist()).encode()`` of a text column; for ASCII fixed-width text, built from the
-    array's code points at once (no per-value ``str``)."""
-    if col.dtype.kind != "U" or col.size == 0 or col.dtype.itemsize == 0:
+    """``"\x1f".join(col.tolist()).encode()`` of a text column (numpy ``<U`` text, or ``S`` bytes read as
+    ASCII); for ASCII fixed-width text, built from the array's code points at once (no per-value ``str``)."""
+    if col.dtype.kind not in "US" or col.size == 0 or col.dtype.itemsize == 0:
         return "\x1f".join(col.tolist()).encode()
-    width = col.dtype.itemsize // 4
-    points = np.ascontiguousarray(col).view(np.uint32).reshape(col.size, width)
+    width = col.dtype.itemsize if col.dtype.kind == "S" else col.dtype.itemsize // 4
+    points: np.ndarray = np.ascontiguousarray(col).view(np.uint8 if col.dtype.kind == "S" else np.uint32)
+    points = points.reshape(col.size, width)
     if points.max(initial=0) >= 128:
-        return "\x1f".join(col.tolist()).encode()
+        return "\x1f".join(decode_bytes(col).tolist()).encode()
     buf = np.full((col.size, width + 1), 0x1F, dtype=np.uint8)
     buf[:, :width] = points
     keep = np.arange(width + 1) < np.char.str_len(col)[:, None]   # the text; trailing NULs are not text
@@ -101,11 +98,15 @@ class _Lines:
 
     def __init__(self, source: str, lines: Sequence[int] | None, n: int, word: str = "line") -> None:
         self.source = source
-        self.lines = list(lines) if lines is not None else list(range(1, n + 1))
+        self.lines = lines if isinstance(lines, range) else list(lines) if lines is not None else range(1, n + 1)
         self.word = word
 
     def err(self, i: int, fld: str | None, msg: str) -> InputError:
         return InputError(self.source, self.lines[i], fld, msg)
+
+
+#: the history's text columns, each held as (vocab, codes)
+TEXT_COLUMNS = ("stream", "family", "context", "task", "key")
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,20 +117,21 @@ class History:
     stream; a block is the set of a stream's records sharing (family, context).  ``outcome``
     is the utility in [0, 1], NaN when masked.  Build with :meth:`from_columns`,
     :func:`~replaylens.records.history_from_records` or :func:`replaylens.read_history`; instances are immutable.
+
+    The text columns (stream, family, context, task, key) are held as integer codes into their distinct
+    values (:meth:`text_codes`); the attributes ``stream`` … ``key`` give each as numpy fixed-width text,
+    built anew on each access (bind it once rather than index it in a loop; :meth:`text` decodes some rows).
     """
 
-    stream: np.ndarray
-    family: np.ndarray
-    context: np.ndarray
+    _text: Mapping[str, TextCodes]
     slot: np.ndarray
-    task: np.ndarray
-    key: np.ndarray
     outcome: np.ndarray
     event_time: np.ndarray
     event_id: np.ndarray
     metadata: np.ndarray
     source: str = "<memory>"
     _stream_order: tuple[str, ...] = field(default=(), repr=False)
+    _stream_starts: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64), repr=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -155,7 +157,7 @@ class History:
 
         Errors name ``source``, the row's line (``lines[i]`` or i+1) and the field.  ``copy=False``: the
         columns are fresh arrays nobody else changes, kept as they are when already in canonical order
-        (a reader's own columns: no second copy of the text at the read's peak).
+        (a reader's own columns: no second copy at the read's peak).
         """
         n = len(stream)
         cols = {"family": family, "context": context, "slot": slot, "task": task, "key": key, "outcome": outcome}
@@ -164,19 +166,50 @@ class History:
                 raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
         if n == 0:
             raise InputError(source, None, None, "the history has no records")
+        text = {name: encode_text(_str_array(col)) for name, col in
+                (("stream", stream), ("family", family), ("context", context), ("task", task), ("key", key))}
+        return cls.from_coded(text=text, slot=slot, outcome=outcome, event_time=event_time, event_id=event_id,
+                              metadata=metadata, source=source, lines=lines, line_word=line_word, copy=copy)
+
+    @classmethod
+    def from_coded(
+        cls,
+        *,
+        text: Mapping[str, TextCodes],
+        slot: Sequence[int] | np.ndarray,
+        outcome: Sequence[float] | np.ndarray,
+        event_time: Sequence[float] | np.ndarray | None = None,
+        event_id: Sequence[str] | np.ndarray | None = None,
+        metadata: Sequence[str] | np.ndarray | None = None,
+        source: str = "<memory>",
+        lines: Sequence[int] | None = None,
+        line_word: str = "line",
+        copy: bool = True,
+    ) -> History:
+        """:meth:`from_columns` with the text columns given as ``text[name] = (vocab, codes)`` for each of
+        stream, family, context, task and key: ``vocab`` a 1-d numpy ``<U`` array of *distinct* values,
+        ``codes`` an integer index into it per record (the readers' path: no fixed-width column is built).
+        The same checks, messages and result as :meth:`from_columns` of the decoded columns."""
+        if set(text) != set(TEXT_COLUMNS):
+            raise ValueError(f"text must give exactly the columns {TEXT_COLUMNS}")
+        n = int(np.asarray(text["stream"][1]).shape[0])
+        cols = {"family": text["family"][1], "context": text["context"][1], "slot": slot, "task": text["task"][1],
+                "key": text["key"][1], "outcome": outcome}
+        for name, col in cols.items():
+            if len(col) != n:
+                raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
+        if n == 0:
+            raise InputError(source, None, None, "the history has no records")
         lin = _Lines(source, lines, n, line_word)
-        st = _str_array(stream)
-        fam = _str_array(family)
-        ctx = _str_array(context)
-        tk = _str_array(task)
-        ky = _str_array(key)
-        for name, arr in (("stream", st), ("family", fam), ("context", ctx), ("task", tk), ("key", ky)):
-            bad = np.flatnonzero((arr == "") | np.char.isspace(arr))   # empty or blank (no stripped copy)
+        coded = {name: compact(decode_bytes(np.asarray(text[name][0])), np.asarray(text[name][1]))
+                 for name in TEXT_COLUMNS}
+        for name in TEXT_COLUMNS:
+            bad = blank_rows(*coded[name])   # empty or blank, checked once per distinct value
             if bad.size:
                 raise lin.err(int(bad[0]), name, "must not be empty")
         sl_raw = np.asarray(slot)
         if sl_raw.dtype.kind in "iu":
-            sl_i = sl_raw.astype(np.int64)
+            sl_i = sl_raw.astype(np.int64, copy=copy)
             bad = np.flatnonzero(sl_i < 0)
             if bad.size:
                 raise lin.err(int(bad[0]), "slot", f"must be a non-negative integer, got {int(sl_i[bad[0]])}")
@@ -206,42 +239,103 @@ class History:
         meta = np.full(n, "", dtype="<U1") if metadata is None else _str_array(metadata)
         if eid.shape != (n,) or meta.shape != (n,):
             raise InputError(source, None, "event_id" if eid.shape != (n,) else "metadata", f"expected {n} values")
-        # stream order = first appearance; canonical sort = (stream order, slot)
-        order_streams, srank = _stream_ranks(st)
+        # stream order = first appearance: the stream vocab is put in that order, so a stream's code is its rank
+        s_vocab, s_codes = coded["stream"]
+        order = first_appearance(s_codes, s_vocab.size)
+        rank_of = np.empty(order.size, dtype=np.int32)
+        rank_of[order] = np.arange(order.size, dtype=np.int32)
+        s_vocab, srank = s_vocab[order], rank_of[s_codes]
+        coded["stream"] = (s_vocab, srank)
+        # canonical sort = (stream order, slot)
         s_run = srank[1:] == srank[:-1]
         if bool((srank[1:] >= srank[:-1]).all() and (~s_run | (sl_i[1:] > sl_i[:-1])).all()):
-            perm = np.arange(n)   # already sorted (a file written stream by stream, slots in order)
+            perm = None   # already sorted (a file written stream by stream, slots in order)
         else:
             perm = np.lexsort((sl_i, srank))
         # duplicate (stream, slot)
-        s2, l2 = srank[perm], sl_i[perm]
+        s2, l2 = (srank, sl_i) if perm is None else (srank[perm], sl_i[perm])
         dup = np.flatnonzero((s2[1:] == s2[:-1]) & (l2[1:] == l2[:-1]))
         if dup.size:
-            j = int(perm[dup[0] + 1])
-            raise lin.err(j, "slot", f"duplicate slot {int(sl_i[j])} in stream {str(st[j])!r}")
+            j = int(dup[0] + 1) if perm is None else int(perm[dup[0] + 1])
+            raise lin.err(j, "slot", f"duplicate slot {int(sl_i[j])} in stream {str(s_vocab[srank[j]])!r}")
+        del s2, l2
         seen: dict[tuple[str, str], int] = {}
         for j in np.flatnonzero(eid != "").tolist():
-            k = (str(st[j]), str(eid[j]))
+            k = (str(s_vocab[srank[j]]), str(eid[j]))
             if k in seen:
                 raise lin.err(j, "event_id", f"duplicate event_id {k[1]!r} in stream {k[0]!r}")
             seen[k] = j
-        if bool((perm == np.arange(n)).all()):   # already in canonical order: copies (or the arrays), not gathers
-            def own(a: np.ndarray) -> np.ndarray:
-                return a.copy() if copy else a
-            return cls(
-                stream=own(st), family=own(fam), context=own(ctx), slot=own(sl_i), task=own(tk), key=own(ky),
-                outcome=own(y), event_time=own(et), event_id=own(eid), metadata=own(meta), source=source,
-                _stream_order=order_streams,
-            )
+        if perm is not None and bool((perm == np.arange(n)).all()):
+            perm = None
+
+        def own(a: np.ndarray) -> np.ndarray:   # the canonical order's array: copied (or kept), else gathered
+            return (a.copy() if copy else a) if perm is None else a[perm]
+
+        def own_text(name: str, v: np.ndarray, c: np.ndarray) -> TextCodes:   # the caller's arrays are not kept
+            given_v, given_c = text[name]
+            v = v.copy() if copy and v is given_v else v
+            c = c.copy() if copy and perm is None and c is given_c else c if perm is None else c[perm]
+            return readonly(pack(v)), readonly(c.astype(np.int32, copy=False))
+
+        text_out = {name: own_text(name, v, c) for name, (v, c) in coded.items()}
+        starts = np.searchsorted(text_out["stream"][1], np.arange(s_vocab.size + 1)).astype(np.int64)
         return cls(
-            stream=st[perm], family=fam[perm], context=ctx[perm], slot=sl_i[perm], task=tk[perm], key=ky[perm],
-            outcome=y[perm], event_time=et[perm], event_id=eid[perm], metadata=meta[perm], source=source,
-            _stream_order=order_streams,
+            _text=text_out, slot=own(sl_i), outcome=own(y), event_time=own(et), event_id=own(eid),
+            metadata=own(meta), source=source, _stream_order=tuple(s_vocab.tolist()),
+            _stream_starts=readonly(starts),
         )
 
     # ------------------------------------------------------------------ access
     def __len__(self) -> int:
-        return int(self.stream.shape[0])
+        return int(self.slot.shape[0])
+
+    def text_codes(self, name: str) -> TextCodes:
+        """``(vocab, codes)`` of the text column ``name`` (stream, family, context, task or key): its distinct
+        values (a 1-d numpy ``<U`` array, no value twice, every value used) and an int32 code per record, so
+        that ``vocab[codes]`` is the column.  Equal codes ⇔ equal text; the vocab's order is internal, except
+        for ``stream``, whose vocab is :attr:`streams` (a stream's code is its rank, and codes never decrease).
+        The codes are read-only and shared; an ASCII vocab is held as bytes and decoded on each call (cheap for
+        the few distinct streams, blocks and keys; for task ids, mostly distinct, as large as the column).
+        Group, compare and count on the codes, decode only what is shown."""
+        vocab, codes = self._held(name)
+        return decode_bytes(vocab), codes
+
+    def _held(self, name: str) -> TextCodes:
+        """(vocab, codes) as held: an ASCII vocab as numpy bytes (1 byte a character), else as numpy text."""
+        try:
+            return self._text[name]
+        except KeyError:
+            raise KeyError(f"{name!r} is not a text column of the history ({', '.join(TEXT_COLUMNS)})") from None
+
+    def text(self, name: str, rows: slice | np.ndarray | None = None) -> np.ndarray:
+        """The text column ``name`` (or its ``rows``: a slice or an index array) as numpy fixed-width text."""
+        vocab, codes = self._held(name)
+        return decode(vocab, codes if rows is None else codes[rows])
+
+    @property
+    def stream(self) -> np.ndarray:
+        """Each record's stream id (numpy text, decoded on access)."""
+        return self.text("stream")
+
+    @property
+    def family(self) -> np.ndarray:
+        """Each record's block family (numpy text, decoded on access)."""
+        return self.text("family")
+
+    @property
+    def context(self) -> np.ndarray:
+        """Each record's block context (numpy text, decoded on access)."""
+        return self.text("context")
+
+    @property
+    def task(self) -> np.ndarray:
+        """Each record's task id x_t (numpy text, decoded on access)."""
+        return self.text("task")
+
+    @property
+    def key(self) -> np.ndarray:
+        """Each record's action key a_t (numpy text, decoded on access)."""
+        return self.text("key")
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -251,42 +345,51 @@ class History:
     @property
     def labels(self) -> tuple[str, ...]:
         """Distinct keys in first-appearance order (canonical order of the history alone)."""
-        return tuple(dict.fromkeys(self.key.tolist()))
+        vocab, codes = self.text_codes("key")
+        return tuple(vocab[first_appearance(codes, vocab.size)].tolist())
 
     def stream_slice(self, stream: str) -> slice:
         """Positions of ``stream``'s records (contiguous because rows are sorted)."""
-        idx = np.flatnonzero(self.stream == stream)
-        if idx.size == 0:
+        index = memoized(self, "stream_index", lambda: {s: i for i, s in enumerate(self._stream_order)})
+        i = index.get(stream) if isinstance(stream, str) else None
+        if i is None:
             raise KeyError(stream)
-        return slice(int(idx[0]), int(idx[-1]) + 1)
+        return slice(int(self._stream_starts[i]), int(self._stream_starts[i + 1]))
 
     def blocks(self, stream: str) -> tuple[tuple[str, str], ...]:
         """The (family, context) blocks of ``stream`` ordered by their first slot."""
         s = self.stream_slice(stream)
-        return tuple(dict.fromkeys(zip(self.family[s].tolist(), self.context[s].tolist(), strict=True)))
+        return tuple(dict.fromkeys(zip(self.text("family", s).tolist(), self.text("context", s).tolist(),
+                                       strict=True)))
 
     def records(self, stream: str | None = None) -> Iterator[Record]:
         """Iterate the records (optionally of one stream) in (stream, slot) order."""
-        rng = range(len(self)) if stream is None else range(*self.stream_slice(stream).indices(len(self)))
-        for i in rng:
-            et = float(self.event_time[i])
-            meta = str(self.metadata[i])
-            yield Record(
-                stream=str(self.stream[i]), family=str(self.family[i]), context=str(self.context[i]),
-                slot=int(self.slot[i]), task=str(self.task[i]), key=str(self.key[i]),
-                outcome=float(self.outcome[i]), event_time=None if math.isnan(et) else et,
-                event_id=str(self.event_id[i]) or None, metadata=json.loads(meta) if meta else None,
-            )
+        span = slice(0, len(self)) if stream is None else self.stream_slice(stream)
+        for a in range(span.start, span.stop, _RECORD_CHUNK):   # text decoded a chunk at a time, not per record
+            rows = slice(a, min(a + _RECORD_CHUNK, span.stop))
+            st, fam, ctx, tk, ky = (self.text(name, rows).tolist() for name in TEXT_COLUMNS)
+            slots, ys = self.slot[rows].tolist(), self.outcome[rows].tolist()
+            times, ids, metas = self.event_time[rows].tolist(), self.event_id[rows].tolist(), self.metadata[rows]
+            for i in range(len(slots)):
+                et = float(times[i])
+                meta = str(metas[i])
+                yield Record(
+                    stream=st[i], family=fam[i], context=ctx[i], slot=int(slots[i]), task=tk[i], key=ky[i],
+                    outcome=float(ys[i]), event_time=None if math.isnan(et) else et,
+                    event_id=str(ids[i]) or None, metadata=json.loads(meta) if meta else None,
+                )
 
     def select(self, streams: Sequence[str]) -> History:
         """A history restricted to ``streams`` (kept in the given order)."""
-        mask = np.isin(self.stream, list(streams))
+        want = set(streams)
+        wanted = np.array([s in want for s in self._stream_order], dtype=bool)
+        mask = wanted[self._text["stream"][1]]
         if not mask.any():
             raise KeyError(f"none of the streams {list(streams)!r} is in the history")
-        return History.from_columns(
-            stream=self.stream[mask], family=self.family[mask], context=self.context[mask], slot=self.slot[mask],
-            task=self.task[mask], key=self.key[mask], outcome=self.outcome[mask], event_time=self.event_time[mask],
-            event_id=self.event_id[mask], metadata=self.metadata[mask], source=self.source,
+        return History.from_coded(
+            text={name: (v, c[mask]) for name, (v, c) in self._text.items()}, slot=self.slot[mask],
+            outcome=self.outcome[mask], event_time=self.event_time[mask], event_id=self.event_id[mask],
+            metadata=self.metadata[mask], source=self.source, copy=False,
         )
 
     def to_pandas(self) -> Any:
@@ -296,21 +399,21 @@ class History:
         return pd.DataFrame(self.to_columns())
 
     def to_columns(self) -> dict[str, np.ndarray]:
-        return {
-            "stream": self.stream, "family": self.family, "context": self.context, "slot": self.slot,
-            "task": self.task, "key": self.key, "outcome": self.outcome, "event_time": self.event_time,
-            "event_id": self.event_id, "metadata": self.metadata,
-        }
+        """Every column by name, the text ones decoded (fixed-width numpy text)."""
+        return {name: self.text(name) if name in self._text else getattr(self, name) for name in _COLUMNS}
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical content (independent of file format and row order); computed once."""
+        """sha256 of the canonical content (independent of file format, row order and how the text is held);
+        computed once."""
         return str(memoized(self, "fingerprint", self._fingerprint))
 
     def _fingerprint(self) -> str:
         h = hashlib.sha256()
-        for name, col in self.to_columns().items():
+        for name in _COLUMNS:   # one decoded text column at a time
+            col = self._held(name)[0][self._held(name)[1]] if name in self._text else getattr(self, name)
             h.update(name.encode())
             h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else _joined_text(col))
+            del col
         return h.hexdigest()
 
     def equals(self, other: History) -> bool:
@@ -319,6 +422,13 @@ class History:
 
     def __repr__(self) -> str:
         return f"History(records={len(self)}, streams={len(self.streams)}, source={self.source!r})"
+
+
+#: rows whose text :meth:`History.records` decodes at once
+_RECORD_CHUNK = 65536
+
+#: every column, in the order of :meth:`History.to_columns` (and of the fingerprint)
+_COLUMNS = ("stream", "family", "context", "slot", "task", "key", "outcome", "event_time", "event_id", "metadata")
 
 
 def record_dict(r: Record) -> dict[str, Any]:

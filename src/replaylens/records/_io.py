@@ -26,8 +26,8 @@ from ._columns import Field, RawTable, infer_format, read_parquet_table, read_ra
 from ._futures import FutureTask, FutureTasks, future_dict
 from ._futures_arrow import futures_from_arrow
 from ._history import Evaluator, History, Record, record_dict
-from ._layout import to_arrow_text
 from ._memo import passed, remember_passed
+from ._text_codes import TextCodes, numpy_words
 
 __all__ = [
     "EVALUATOR_FIELDS",
@@ -174,7 +174,7 @@ def _history_from_arrow(table: Any, source: str, line_word: str = "row") -> Hist
 def _history_of(cols: dict[str, Any], source: str, line_word: str) -> History:
     """The history of :func:`_history_columns`' fresh columns (kept, not copied)."""
     n = len(cols["slot"])
-    return History.from_columns(**cols, source=source, lines=range(1, n + 1), line_word=line_word, copy=False)
+    return History.from_coded(**cols, source=source, lines=range(1, n + 1), line_word=line_word, copy=False)
 
 
 def _mostly_distinct(col: Any, sample: int = 4096) -> bool:
@@ -187,7 +187,8 @@ def _mostly_distinct(col: Any, sample: int = 4096) -> bool:
 
 
 def _history_columns(table: Any) -> dict[str, Any] | None:
-    """The columns of :func:`_history_from_arrow` (text trimmed and checked, as numpy arrays), or ``None``."""
+    """The columns of :func:`_history_from_arrow` (text trimmed and checked; stream, family, context, task and
+    key as ``text[name] = (vocab, codes)``, never as fixed-width text), or ``None``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -198,28 +199,44 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
     if "metadata" in names and table.column("metadata").null_count != n:
         return None
 
-    def strings(name: str, required: bool) -> np.ndarray | None:
+    def strings(name: str) -> np.ndarray | None:   # an optional text column (null reads "") as numpy text
         col = table.column(name)
-        if is_coded_text(col.type):   # read dictionary-encoded: the distinct values trimmed and checked
+        if is_coded_text(col.type):   # read dictionary-encoded: the distinct values trimmed
             words, codes = arrow_codes(col)
             words = pc.utf8_trim_whitespace(words)
-            used = np.bincount(codes[codes >= 0], minlength=len(words)) > 0
-            empty = pc.equal(pc.utf8_length(words), 0).to_numpy(zero_copy_only=False)
-            if required and ((codes < 0).any() or (empty & used).any()):
-                return None
             return np.asarray([*words.to_pylist(), ""], dtype=str)[codes]   # code −1 (null) reads ""
         if not is_text(col.type):
             return None
-        col = pc.utf8_trim_whitespace(col)
-        if required and (col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py()):
-            return None
-        col = col.fill_null("")
-        if _mostly_distinct(col):   # e.g. task ids: laid out from the arrow buffers when plain ASCII
+        col = pc.utf8_trim_whitespace(col).fill_null("")
+        if _mostly_distinct(col):   # e.g. event ids: laid out from the arrow buffers when plain ASCII
             laid = ascii_text_array(col)
             if laid is not None:
                 return laid
         vocab, codes = text_codes(col)
         return np.asarray(vocab, dtype=str)[codes]
+
+    def coded(name: str) -> TextCodes | None:   # a required text column as (vocab, codes)
+        col = table.column(name)
+        if is_coded_text(col.type):   # read dictionary-encoded: the distinct values trimmed and checked
+            words, codes = arrow_codes(col)
+            if (codes < 0).any():
+                return None
+            words = pc.utf8_trim_whitespace(words)
+            used = np.bincount(codes, minlength=len(words)) > 0
+            empty = pc.equal(pc.utf8_length(words), 0).to_numpy(zero_copy_only=False)
+            if (empty & used).any():
+                return None
+            words, merged = arrow_codes(words)   # values equal once trimmed share one code
+            codes = merged[codes]
+        elif is_text(col.type):
+            col = pc.utf8_trim_whitespace(col)
+            if col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py():
+                return None
+            words, codes = arrow_codes(col)
+        else:
+            return None
+        vocab, remap = numpy_words(words)
+        return vocab, remap[codes]
 
     def numbers(name: str) -> np.ndarray | None:
         col = table.column(name)
@@ -228,9 +245,10 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
         out = np.asarray(pc.cast(col, pa.float64()).fill_null(np.nan).to_numpy(), dtype=np.float64)
         return None if np.isinf(out).any() else out
 
-    cols: dict[str, Any] = {}
-    for name in ("stream", "family", "context", "task", "key"):
-        cols[name] = strings(name, True)
+    text = {name: coded(name) for name in ("stream", "family", "context", "task", "key")}
+    if any(v is None for v in text.values()):
+        return None
+    cols: dict[str, Any] = {"text": text}
     slot = table.column("slot")
     if not pa.types.is_integer(slot.type) or slot.null_count:
         return None
@@ -239,7 +257,7 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
     if "event_time" in names:
         cols["event_time"] = numbers("event_time")
     if "event_id" in names:
-        cols["event_id"] = strings("event_id", False)
+        cols["event_id"] = strings("event_id")
     if any(v is None for v in cols.values()) or (cols["slot"] < 0).any():
         return None
     u = cols["outcome"]
@@ -407,11 +425,8 @@ def read_evaluator(path: str | os.PathLike[str], fmt: str | None = None) -> Eval
 
 def _stream_runs(history: History) -> tuple[list[str], np.ndarray]:
     """The history's streams (in row order, each one contiguous: rows are sorted by stream) and each row's
-    stream index."""
-    st = history.stream
-    starts = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
-    sid = np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(np.r_[starts, st.size]))
-    return st[starts].tolist(), sid
+    stream index (the stream codes: a stream's code is its rank)."""
+    return list(history.streams), history.text_codes("stream")[1].astype(np.int64)
 
 
 def check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator | None = None, *,
@@ -451,7 +466,7 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
     bad = f_sid < 0
     fed = np.flatnonzero(cols.feed >= 0)
     if fed.size:  # a feeds block must have records in the task's stream
-        blocks = set(zip(history.stream.tolist(), history.family.tolist(), history.context.tolist(), strict=True))
+        blocks = _stream_blocks(history)
         for i in fed.tolist():
             if (cols.streams[int(cols.stream[i])], *cols.feeds[int(cols.feed[i])]) not in blocks:
                 bad[i] = True
@@ -469,7 +484,8 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                          f"{t.feeds[0]}/{t.feeds[1]}, which is empty (no records) in that stream")
     # every history key of a stream with future tasks is in one of that stream's menus
     n_menus = len(cols.menus)
-    vocab, k_code = _distinct_keys(history.key)
+    k_words, k_code = history.text_codes("key")
+    vocab = {k: j for j, k in enumerate(k_words.tolist())}
     for m in cols.menus:
         for a in m:
             vocab.setdefault(a, len(vocab))
@@ -487,7 +503,7 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
     wrong = np.flatnonzero(rows)
     if wrong.size:
         j = int(wrong[0])
-        s, k, sl = names[int(h_sid[j])], str(history.key[j]), int(history.slot[j])
+        s, k, sl = names[int(h_sid[j])], str(k_words[k_code[j]]), int(history.slot[j])
         menu = sorted({a for t in futures.view(futures.rows_of(s)) for a in t.menu})
         raise InputError(history.source, _line_of(history.source, stream=s, slot=str(sl)), "key",
                          f"key {k!r} at slot {sl} of stream {s!r} is not an "
@@ -507,17 +523,11 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
                                  f"(in {futures.source})")
 
 
-def _distinct_keys(keys: np.ndarray) -> tuple[dict[str, int], np.ndarray]:
-    """Each distinct key's code and every row's code: by hashing (an arrow dictionary), not a sort of the text;
-    sorted when arrow cannot hold the text (a lone surrogate)."""
-    import pyarrow as pa
-
-    try:
-        words, codes = arrow_codes(to_arrow_text(keys))
-        return {k: j for j, k in enumerate(words.to_pylist())}, codes
-    except (UnicodeEncodeError, pa.ArrowException):
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        return {k: j for j, k in enumerate(uniq.tolist())}, inverse.reshape(-1)
+def _stream_blocks(history: History) -> set[tuple[str, str, str]]:
+    """Every (stream, family, context) of the history, looked up on codes (once per run of equal rows)."""
+    (sv, sc), (fv, fc), (cv, cc) = (history.text_codes(name) for name in ("stream", "family", "context"))
+    start = np.flatnonzero(np.r_[True, (sc[1:] != sc[:-1]) | (fc[1:] != fc[:-1]) | (cc[1:] != cc[:-1])])
+    return set(zip(sv[sc[start]].tolist(), fv[fc[start]].tolist(), cv[cc[start]].tolist(), strict=True))
 
 
 def _line_of(source: str, **match: str) -> int | None:

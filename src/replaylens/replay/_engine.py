@@ -48,11 +48,11 @@ ROLES = ("value", "pair", "time", "reorder")
 
 def block_vocabulary(history: History, futures: FutureTasks) -> tuple[tuple[str, str], ...]:
     """Every block and stratum (family, context), history blocks first (each in first-appearance order)."""
-    fam, ctx = history.family, history.context
+    (fv, fam), (cv, ctx) = history.text_codes("family"), history.text_codes("context")
     # a pair appears first where a run of equal (family, context) rows starts: only run starts are looked at
     start = np.r_[0, np.flatnonzero((fam[1:] != fam[:-1]) | (ctx[1:] != ctx[:-1])) + 1] if fam.size else \
         np.zeros(0, dtype=np.int64)
-    blocks = dict.fromkeys(zip(fam[start].tolist(), ctx[start].tolist(), strict=True))
+    blocks = dict.fromkeys(zip(fv[fam[start]].tolist(), cv[ctx[start]].tolist(), strict=True))
     blocks.update(dict.fromkeys(futures.strata))
     return tuple(blocks)
 
@@ -69,6 +69,7 @@ def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTas
     bcode = {b: i for i, b in enumerate(block_vocabulary(history, futures))}
     m_max = max(len(t.menu) for t in futures)
     key_codes = np.array([code[k] for k in history.key.tolist()], dtype=np.int64)
+    family, context = history.family, history.context   # decoded once (each access decodes the column)
     # group once (rows are sorted by stream, so each stream is one contiguous run): linear, not per stream
     names, first, counts = np.unique(history.stream, return_index=True, return_counts=True)
     where = {str(n): slice(int(f), int(f) + int(c)) for n, f, c in zip(names, first, counts, strict=True)}
@@ -80,7 +81,7 @@ def _prepare_streams_loop(plan: ReplayPlan, history: History, futures: FutureTas
         if s not in where:
             raise KeyError(s)
         sl = where[s]
-        blocks = list(zip(history.family[sl].tolist(), history.context[sl].tolist(), strict=True))
+        blocks = list(zip(family[sl].tolist(), context[sl].tolist(), strict=True))
         local = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
         slots = history.slot[sl]
         last_pos = {b: i for i, b in enumerate(blocks)}  # last position of each block
@@ -480,8 +481,8 @@ def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
     h = sds[0].history
     consecutive = all(sd.history is h and sd.rows.step in (None, 1) for sd in sds) and \
         all(a.rows.stop == b.rows.start for a, b in itertools.pairwise(sds))
-    col = np.asarray(h.task[sds[0].rows.start : sds[-1].rows.stop]) if consecutive else \
-        np.concatenate([np.asarray(sd.history.task[sd.rows]) for sd in sds])
+    col = h.text("task", slice(sds[0].rows.start, sds[-1].rows.stop)) if consecutive else \
+        np.concatenate([sd.history.text("task", sd.rows) for sd in sds])
     names = col.tolist()
     return tuple(names) if col.dtype.kind == "U" else tuple(map(str, names))
 

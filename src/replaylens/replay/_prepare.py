@@ -22,37 +22,29 @@ if TYPE_CHECKING:
 __all__ = ["prepare_columnar"]
 
 
-#: up to this many labels, codes are found by one comparison per label (no sort of the text column)
-_COMPARE_MAX = 64
+def _codes_of(vocab: np.ndarray, codes: np.ndarray, lookup: dict[str, int]) -> np.ndarray:
+    """``lookup[v]`` for every value of the coded column ``vocab[codes]`` (looked up once per distinct value;
+    ``KeyError`` for the smallest value not in ``lookup``)."""
+    table = np.array([lookup.get(v, -1) for v in vocab.tolist()], dtype=np.int64)
+    out = table[codes]
+    missing = np.flatnonzero(out < 0)
+    if missing.size:
+        raise KeyError(min(vocab[np.unique(codes[missing])].tolist()))
+    return out
 
 
-def _codes_of(values: np.ndarray, lookup: dict[str, int]) -> np.ndarray:
-    """``lookup[v]`` for every value (``KeyError`` for the smallest value not in ``lookup``)."""
-    if len(lookup) <= _COMPARE_MAX and values.dtype.kind == "U":
-        out = np.full(values.shape[0], -1, dtype=np.int64)
-        for v, i in lookup.items():
-            out[values == v] = i
-        missing = np.flatnonzero(out < 0)
-        if missing.size:
-            raise KeyError(min(values[missing].tolist()))
-        return out
-    uniq, inverse = np.unique(values, return_inverse=True)
-    table = np.array([lookup[v] for v in uniq.tolist()], dtype=np.int64)
-    return table[inverse.reshape(-1)]
-
-
-def _block_codes(fam: np.ndarray, ctx: np.ndarray, bcode: dict[tuple[str, str], int]) -> np.ndarray:
-    """``bcode[(fam[i], ctx[i])]`` for every row, looked up once per run of equal (family, context) rows."""
-    n = fam.shape[0]
+def _block_codes(fam: tuple[np.ndarray, np.ndarray], ctx: tuple[np.ndarray, np.ndarray],
+                 bcode: dict[tuple[str, str], int]) -> np.ndarray:
+    """``bcode[(family, context)]`` for every row of the coded columns ``fam`` and ``ctx`` (each a
+    ``(vocab, codes)``), looked up once per run of equal (family, context) rows."""
+    (fv, fc), (cv, cc) = fam, ctx
+    n = fc.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    start = np.flatnonzero(np.r_[True, (fam[1:] != fam[:-1]) | (ctx[1:] != ctx[:-1])])
-    fam_r, ctx_r = fam[start], ctx[start]
-    fam_u, fam_i = np.unique(fam_r, return_inverse=True)
-    ctx_u, ctx_i = np.unique(ctx_r, return_inverse=True)
-    width = max(ctx_u.size, 1)
-    pair_u, pair_i = np.unique(fam_i.reshape(-1) * width + ctx_i.reshape(-1), return_inverse=True)
-    pair_code = np.array([bcode[(str(fam_u[p // width]), str(ctx_u[p % width]))] for p in pair_u.tolist()],
+    start = np.flatnonzero(np.r_[True, (fc[1:] != fc[:-1]) | (cc[1:] != cc[:-1])])
+    width = max(cv.size, 1)
+    pair_u, pair_i = np.unique(fc[start].astype(np.int64) * width + cc[start], return_inverse=True)
+    pair_code = np.array([bcode[(str(fv[p // width]), str(cv[p % width]))] for p in pair_u.tolist()],
                          dtype=np.int64)
     return np.repeat(pair_code[pair_i.reshape(-1)], np.diff(np.r_[start, n]))
 
@@ -62,10 +54,10 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     """``stream -> StreamData`` for ``plan.streams`` (``bcode``: the block vocabulary's codes)."""
     code = {lab: i for i, lab in enumerate(plan.labels)}
     m_max = futures.menu_width
-    st = history.stream   # sorted by stream: each stream's rows are one run
+    st = history.text_codes("stream")[1]   # sorted by stream: each stream's rows are one run
     first = np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1] if st.size else np.zeros(0, dtype=np.int64)
     counts = np.diff(np.r_[first, st.size])
-    where = {n: (f, c) for n, f, c in zip(st[first].tolist(), first.tolist(), counts.tolist(), strict=True)}
+    where = {n: (f, c) for n, f, c in zip(history.streams, first.tolist(), counts.tolist(), strict=True)}
     for s in plan.streams:
         if s not in where:
             raise KeyError(s)
@@ -77,8 +69,10 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     sid = np.repeat(np.arange(len(spans), dtype=np.int64), lengths)   # planned-stream index of each row
     offset = np.r_[0, np.cumsum(lengths)]                             # its rows' range in ``rows``
 
-    key_codes = _codes_of(history.key[rows], code)
-    block_global = _block_codes(history.family[rows], history.context[rows], bcode)
+    k_vocab, k_codes = history.text_codes("key")
+    key_codes = _codes_of(k_vocab, k_codes[rows], code)
+    (fv, fc), (cv, cc) = history.text_codes("family"), history.text_codes("context")
+    block_global = _block_codes((fv, fc[rows]), (cv, cc[rows]), bcode)
 
     # blocks of each stream: first and last row (positions in ``rows``), rank by first appearance
     nb = len(bcode)

@@ -144,7 +144,7 @@ def _example(plan: Any, sd: Any, c: int, m: int, dr: int, j: int, max_records: i
     perms = {role: stream_perm(plan.draws[dr], role, sd.name, sd.block_local) for role in ROLES}
     n = int(sd.prefix[j])
     h = sd.history
-    fam, ctx, tasks = h.family[sd.rows], h.context[sd.rows], h.task[sd.rows]
+    fam, ctx, tasks = (h.text(name, sd.rows) for name in ("family", "context", "task"))   # this stream's rows only
     records: list[dict[str, Any]] = []
     changed = changed_slots(cell, sd.codes[:n], sd.outcomes[:n], rho.array, perms)
     n_changed = int(changed.size)

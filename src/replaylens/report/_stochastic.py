@@ -54,7 +54,8 @@ def distinct_answers(agent: Agent, history: Any, n_asks: int = 8) -> int:
         task = TaskInput(r.stream, r.family, r.context, r.slot, r.task, r.event_time, r.event_id, r.metadata)
         state = agent.writer.update(state, task, agent.namespace.kappa(r.key), r.outcome)
     fut = FutureInput(recs[0].stream, recs[0].family, recs[0].context, "probe", 0, recs[-1].slot)
-    menu = tuple(agent.namespace.show(k) for k in dict.fromkeys(history.key[history.stream_slice(first)].tolist()))
+    keys = history.text("key", history.stream_slice(first)).tolist()   # the first stream's keys only
+    menu = tuple(agent.namespace.show(k) for k in dict.fromkeys(keys))
     return len({str(agent.policy.act(state, fut, menu, np.random.default_rng(i))) for i in range(n_asks)})
 
 

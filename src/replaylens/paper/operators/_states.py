@@ -47,7 +47,8 @@ def cell_states(op: StateOperator, history: History, *, labels: Sequence[str], c
     c = get_cell(cell)
     labs = tuple(labels)
     code = {lab: i for i, lab in enumerate(labs)}
-    hist_blocks = tuple(dict.fromkeys(zip(history.family.tolist(), history.context.tolist(), strict=True)))
+    family, context, keys = history.family, history.context, history.key   # decoded once, sliced per stream
+    hist_blocks = tuple(dict.fromkeys(zip(family.tolist(), context.tolist(), strict=True)))
     blks = tuple(blocks) if blocks is not None else hist_blocks
     bcode = {b: i for i, b in enumerate(blks)}
     if any(b not in bcode for b in hist_blocks):
@@ -62,10 +63,10 @@ def cell_states(op: StateOperator, history: History, *, labels: Sequence[str], c
     perms = {r: np.broadcast_to(np.arange(t_n, dtype=np.int64), (s_n, t_n)).copy() for r in ROLES}
     for i, s in enumerate(streams):
         sl = history.stream_slice(s)
-        bl = list(zip(history.family[sl].tolist(), history.context[sl].tolist(), strict=True))
+        bl = list(zip(family[sl].tolist(), context[sl].tolist(), strict=True))
         loc = {b: k for k, b in enumerate(dict.fromkeys(bl))}
         n = len(bl)
-        codes[i, :n] = [code[k] for k in history.key[sl].tolist()]
+        codes[i, :n] = [code[k] for k in keys[sl].tolist()]
         outs[i, :n] = history.outcome[sl]
         local[i, :n] = [loc[b] for b in bl]
         glob[i, :n] = [bcode[b] for b in bl]
