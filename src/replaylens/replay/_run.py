@@ -250,14 +250,25 @@ class _ActionSink:
     def put(self, streams: Sequence[str], arrays: Sequence[np.ndarray], *, check: bool = False) -> None:
         """Write each stream's actions in place (``check``: first make sure every code is a label's, for arrays
         read back from a journal; the replay's own are checked where they are made)."""
-        for name, a in zip(streams, arrays, strict=True):
-            if check and a.size and (int(a.min()) < 0 or int(a.max()) >= self.n_labels):
-                raise RuntimeError(f"replay gave stream {name!r} an action code outside 0 … {self.n_labels - 1}")
-            if self.array is None:
-                self.array = np.empty((*a.shape[:-1], self.total), dtype=self.dtype)
-            s0 = self.start[name]
-            self.array[..., s0:s0 + a.shape[-1]] = a
-            self.seen.add(name)
+        names, arrays = list(streams), list(arrays)
+        if len(names) != len(arrays):
+            raise ValueError(f"{len(names)} streams but {len(arrays)} action arrays")
+        if check:
+            for name, a in zip(names, arrays, strict=True):
+                if a.size and (int(a.min()) < 0 or int(a.max()) >= self.n_labels):
+                    raise RuntimeError(f"replay gave stream {name!r} an action code outside 0 … {self.n_labels - 1}")
+        if not arrays:
+            return
+        if self.array is None:
+            self.array = np.empty((*arrays[0].shape[:-1], self.total), dtype=self.dtype)
+        starts = [self.start[name] for name in names]
+        ends = [s0 + a.shape[-1] for s0, a in zip(starts, arrays, strict=True)]
+        if starts[1:] == ends[:-1]:   # consecutive streams (a shard's): one copy of them all, in C
+            np.concatenate(arrays, axis=-1, out=self.array[..., starts[0]:ends[-1]])
+        else:
+            for s0, s1, a in zip(starts, ends, arrays, strict=True):
+                self.array[..., s0:s1] = a
+        self.seen.update(names)
 
     def result(self) -> np.ndarray:
         missing = [s for s in self.start if s not in self.seen]

@@ -68,16 +68,18 @@ def consequences(d: Decisions) -> dict[str, dict[str, Any]]:
     before = d.actions[0, 0].reshape(-1)           # aligned at ρ = id: (draws × repeats × tasks)
     width = before.size
     for cmp in comparisons(d):
-        after = d.actions[cmp.c][np.asarray(cmp.maps)].reshape(-1)
-        # the changed decisions only: their aligned counterpart j, their task (the last axis)
-        hit = np.flatnonzero(after.reshape(-1, width) != before) if width else np.zeros(0, dtype=np.intp)
-        j = hit % max(width, 1)
-        task = j % max(d.n_tasks, 1)
-        diff = d.utility[task, after[hit]] - d.utility[task, before[j]]
-        n = int(hit.size)
-        harm, gain = int((diff < -1e-12).sum()), int((diff > 1e-12).sum())
+        n = harm = gain = total = 0
+        for m in cmp.maps:   # a map at a time: the changed decisions' temporaries of one map, not of all
+            after = d.actions[cmp.c][m].reshape(-1)
+            total += int(after.size)
+            # the changed decisions only: their aligned counterpart j (same position), their task (the last axis)
+            j = np.flatnonzero(after != before) if width else np.zeros(0, dtype=np.intp)
+            task = j % max(d.n_tasks, 1)
+            diff = d.utility[task, after[j]] - d.utility[task, before[j]]
+            n += int(j.size)
+            harm, gain = harm + int((diff < -1e-12).sum()), gain + int((diff > 1e-12).sum())
         tie = n - harm - gain
-        out[cmp.row] = {"n_decisions": int(after.size), "n_changed": n, "harm": harm, "tie": tie, "gain": gain,
+        out[cmp.row] = {"n_decisions": total, "n_changed": n, "harm": harm, "tie": tie, "gain": gain,
                         **{f"{k}_share": (v / n if n else float("nan"))
                            for k, v in (("harm", harm), ("tie", tie), ("gain", gain))}}
     return out
