@@ -115,3 +115,20 @@ def test_arrow_columns_equal_the_row_reader_or_step_aside(table: pa.Table) -> No
         assert fast.fingerprint() == ref.fingerprint()
         assert (fast.streams, fast.strata, fast.labels, fast.menu_width) == \
             (ref.streams, ref.strata, ref.labels, ref.menu_width)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.text(alphabet="ab-_9é", min_size=1, max_size=6), min_size=1, max_size=10))
+def test_task_ids_held_as_bytes_when_ascii_and_read_back_as_text(ids: list[str]) -> None:
+    """Task ids are held as numpy bytes (1 byte a character) when every id is ASCII, as text otherwise; ``task``,
+    ``task_at`` and the decisions' ``task_ids`` give the same text either way."""
+    from replaylens.records import unpack_text
+
+    tasks = [FutureTask("s", "f", "c", t, ("a", "b"), i) for i, t in enumerate(ids)]
+    cols = FutureColumns.of_tasks(tasks)
+    assert cols.task_text.dtype.kind == ("S" if all(t.isascii() for t in ids) else "U")
+    assert cols.task.tolist() == ids
+    assert cols.task_at(np.array([len(ids) - 1, 0])).tolist() == [ids[-1], ids[0]]
+    assert unpack_text(cols.task_text).tolist() == ids
+    assert [t.task for t in cols.build()] == ids
+    assert not cols.task_text.flags.writeable

@@ -19,6 +19,7 @@ from ._io import (
     write_futures,
     write_history,
 )
+from ._text_codes import decode_bytes as unpack_text
 
 __all__ = [
     "EVALUATOR_FIELDS",
@@ -42,6 +43,7 @@ __all__ = [
     "read_futures",
     "read_history",
     "read_raw",
+    "unpack_text",
     "write_evaluator",
     "write_futures",
     "write_history",

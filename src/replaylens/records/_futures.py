@@ -23,6 +23,7 @@ from .._memory import release_freed_memory
 from ..errors import InputError
 from ._layout import concat, json_strings, replace_rows, text_of
 from ._memo import memoized
+from ._text_codes import decode_bytes, pack
 
 __all__ = ["FutureColumns", "FutureRows", "FutureTask", "FutureTasks", "future_dict"]
 
@@ -97,15 +98,26 @@ class FutureColumns:
     stream: np.ndarray    # (N,) int64 codes into ``streams``
     family: np.ndarray    # (N,) into ``families``
     context: np.ndarray   # (N,) into ``contexts``
-    task: np.ndarray      # (N,) task ids (text)
+    task_text: np.ndarray  # (N,) task ids: numpy bytes (1 byte a character) when all ASCII, else text
     menu: np.ndarray      # (N,) into ``menus``
     feed: np.ndarray      # (N,) into ``feeds``, −1: none
     index: np.ndarray     # (N,) order within (stream, family, context)
     metadata: tuple[Mapping[str, Any] | None, ...] | None = None
 
     def __post_init__(self) -> None:
-        for a in (self.stream, self.family, self.context, self.task, self.menu, self.feed, self.index):
+        if self.task_text.dtype.kind == "U":   # held as bytes where it can be (task ids: as many as the tasks)
+            object.__setattr__(self, "task_text", pack(self.task_text))
+        for a in (self.stream, self.family, self.context, self.task_text, self.menu, self.feed, self.index):
             a.flags.writeable = False   # shared with views and results: never changed in place
+
+    @property
+    def task(self) -> np.ndarray:
+        """(N,) task ids as numpy text (decoded on each access: bind it once)."""
+        return decode_bytes(self.task_text)
+
+    def task_at(self, rows: np.ndarray | slice) -> np.ndarray:
+        """The ids of the tasks at ``rows`` as numpy text (only those decoded)."""
+        return decode_bytes(self.task_text[rows])
 
     def __len__(self) -> int:
         return int(self.stream.shape[0])
@@ -138,7 +150,7 @@ class FutureColumns:
             FutureTask(s[a], f[b], c[d], task, m[e], x, feeds[g], None if meta is None else meta[i])
             for i, a, b, d, task, e, x, g in zip(
                 at.tolist(), self.stream[at].tolist(), self.family[at].tolist(), self.context[at].tolist(),
-                self.task[at].tolist(), self.menu[at].tolist(), self.index[at].tolist(), self.feed[at].tolist(),
+                self.task_at(at).tolist(), self.menu[at].tolist(), self.index[at].tolist(), self.feed[at].tolist(),
                 strict=True))
 
     def stratum_codes(self) -> tuple[tuple[tuple[str, str], ...], np.ndarray]:
@@ -172,7 +184,7 @@ class FutureColumns:
             text = concat('{"context":', c.take(pa.array(self.context[sl])),
                           ',"family":', f.take(pa.array(self.family[sl])), ",", ff.take(pa.array(feed[sl])),
                           '"menu":', m.take(pa.array(self.menu[sl])), ',"stream":', s.take(pa.array(self.stream[sl])),
-                          ',"task":', json_strings(self.task[sl]), "},")
+                          ',"task":', json_strings(self.task_at(sl)), "},")
             if self.metadata is not None and any(x is not None for x in self.metadata[sl]):
                 at = [j for j, x in enumerate(self.metadata[sl]) if x is not None]
                 mask = np.zeros(len(text), dtype=bool)
@@ -202,7 +214,7 @@ class FutureRows(Sequence[FutureTask]):
     @property
     def task_ids(self) -> np.ndarray:
         """The tasks' ids (text), without building the tasks."""
-        return np.asarray(self.columns.task[self.rows])
+        return self.columns.task_at(self.rows)
 
     def __len__(self) -> int:
         return self._n

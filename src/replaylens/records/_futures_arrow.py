@@ -16,6 +16,7 @@ import numpy as np
 from ._arrow_rows import ASCII_SPACE, arrow_codes, ascii_text_array, clean_words, is_coded_text, is_text, text_codes
 from ._codes import distinct_rows, has_duplicates
 from ._futures import FutureColumns, FutureTasks, text_array
+from ._text_codes import pack
 
 __all__ = ["futures_from_arrow"]
 
@@ -163,5 +164,5 @@ def futures_from_arrow(table: Any, source: str) -> FutureTasks | None:
     columns = FutureColumns(
         streams=tuple(s_vocab), families=tuple(f_vocab), contexts=tuple(c_vocab), menus=menu_names,
         feeds=feed_names, stream=s[canon], family=f[canon], context=c[canon],
-        task=ids[canon], menu=menu[canon], feed=feed[canon], index=index[canon])
+        task_text=pack(ids)[canon], menu=menu[canon], feed=feed[canon], index=index[canon])
     return FutureTasks(source=source, columns=columns)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..records import unpack_text
 from ._plan import ReplayPlan
 
 __all__ = ["DECISION_COLUMNS", "Decisions"]
@@ -28,11 +29,16 @@ class Decisions:
     actions: np.ndarray
     stream_idx: np.ndarray
     stratum_idx: np.ndarray
-    task_ids: np.ndarray   # (N,) task ids (text)
+    task_text: np.ndarray  # (N,) task ids as held (records.FutureColumns.task_text: bytes when ASCII); see task_ids
     task_index: np.ndarray
     utility: np.ndarray
     oracle: np.ndarray
     path: str = "array"
+
+    @property
+    def task_ids(self) -> np.ndarray:
+        """(N,) task ids as numpy text (decoded on each access: bind it once)."""
+        return unpack_text(self.task_text)
 
     @property
     def n_tasks(self) -> int:

@@ -113,7 +113,7 @@ def prepare_replay(
                    else np.zeros(0, dtype=np.int64))
     base = Decisions(
         plan=plan, actions=np.zeros((0,), dtype=np.int64), stream_idx=stream_idx, stratum_idx=stratum_idx,
-        task_ids=future_column(ordered, "task"), task_index=future_column(ordered, "index"),
+        task_text=future_column(ordered, "task_text"), task_index=future_column(ordered, "index"),
         utility=util, oracle=oracle, path="",
     )
     return PreparedReplay(plan=plan, streams=sds, blocks=blocks, base=base,
@@ -284,6 +284,6 @@ def support_lookup(agent: Agent, history: History, futures: FutureTasks, evaluat
     dec = replay(history, futures, evaluator, agent, cells="", maps="", path="auto")
     acts = dec.actions[0, 0, 0, 0]
     streams = dec.plan.streams
-    table = {(streams[int(dec.stream_idx[i])], str(dec.task_ids[i])): dec.plan.labels[int(acts[i])]
-             for i in range(dec.n_tasks)}
+    ids = dec.task_ids.tolist()
+    table = {(streams[int(dec.stream_idx[i])], ids[i]): dec.plan.labels[int(acts[i])] for i in range(dec.n_tasks)}
     return SupportLookup(table, name=f"lookup({agent.name})").agent()

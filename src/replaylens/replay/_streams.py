@@ -144,9 +144,11 @@ def task_columns(sds: Sequence[StreamData]) -> tuple[FutureColumns, np.ndarray]:
 
 
 def future_column(sds: Sequence[StreamData], name: str) -> np.ndarray:
-    """The future tasks' ``task`` ids (text) or per-stratum ``index`` of streams ``sds``, concatenated in order
-    (:func:`task_columns`)."""
+    """The future tasks' ``task`` ids (text), ``task_text`` (the ids as held: bytes when ASCII) or per-stratum
+    ``index`` of streams ``sds``, concatenated in order (:func:`task_columns`)."""
     cols, at = task_columns(sds)
+    if name == "task":   # only these tasks' ids decoded
+        return cols.task_at(at)
     column = getattr(cols, name)
     if at.size == column.shape[0] and (at.size == 0 or (at[0] == 0 and (np.diff(at) == 1).all())):
         return np.asarray(column)   # every task, in order: the column itself (read-only), not a copy

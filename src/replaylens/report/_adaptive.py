@@ -50,7 +50,7 @@ def adaptive_audit(history: History, futures: FutureTasks, evaluator: Evaluator,
         return {c: np.asarray(direct_action_contrast(dec, c).values, dtype=np.float64) for c in open_cells}
 
     full = prepare_replay(history, futures, evaluator, plan=plan).base
-    n_full = len(full.task_ids) * plan.n_decisions_per_task
+    n_full = len(full.task_text) * plan.n_decisions_per_task
     res = adaptive_cells(None, len(streams), list(by_name), margin=margin, rounds=rounds, level=level, seed=seed,
                          ask_round=ask_round)
     return res, asked, n_full
