@@ -121,9 +121,19 @@ def print_whether_same(out: Path, base: Path) -> None:
     """Print whether two audit directories hold the same decisions and summary (the ``--same`` child)."""
     import pyarrow.parquet as pq
 
-    same = (pq.read_table(out / "decisions.parquet").equals(pq.read_table(base / "decisions.parquet"))
+    same = (_decision_values(pq.read_table(out / "decisions.parquet"))
+            .equals(_decision_values(pq.read_table(base / "decisions.parquet")))
             and _summary_sans_timings(out) == _summary_sans_timings(base))
     print(json.dumps(same))
+
+
+def _decision_values(table: Any) -> Any:
+    """The decision table's values whatever their encoding (labels as plain text or dictionary columns, fields
+    optional or required: both layouts hold the same decisions)."""
+    import pyarrow as pa
+
+    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    return pa.Table.from_arrays(cols, names=table.column_names)
 
 
 def _summary_sans_timings(out: Path) -> Any:
