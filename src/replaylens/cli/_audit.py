@@ -351,7 +351,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     """
     from ..agents import load_agent
     from ..errors import ConfigError
-    from ..records import check_inputs, read_evaluator, read_futures, read_history
+    from ..records import check_inputs, read_inputs
 
     params = parse_params(agent_param)
     agent_spec = agent_specs[0]
@@ -375,9 +375,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
             params["api_key_env"] = None
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
-    history = read_history(history_path)
-    futures = read_futures(future_path)
-    evaluator = read_evaluator(util_path)
+    history, futures, evaluator = read_inputs(history_path, future_path, util_path)   # hashed beside the reads
     check_inputs(history, futures, evaluator, strict=True)
     agent = load_agent(agent_spec, params)
     if adaptive:

@@ -4,6 +4,7 @@ from ._codes import distinct_rows
 from ._columns import Field, read_raw
 from ._futures import FutureColumns, FutureRows, FutureTask, FutureTasks
 from ._history import Evaluator, History, Record, block_name
+from ._inputs import read_inputs
 from ._io import (
     EVALUATOR_FIELDS,
     FUTURE_FIELDS,
@@ -42,6 +43,7 @@ __all__ = [
     "read_evaluator",
     "read_futures",
     "read_history",
+    "read_inputs",
     "read_raw",
     "unpack_text",
     "write_evaluator",
