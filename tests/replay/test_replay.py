@@ -526,6 +526,15 @@ def test_decisions_parquet_is_the_tidy_frame_whatever_the_row_groups(rows: int, 
         assert pa.types.is_dictionary(schema.field(name).type)
     assert not any(f.nullable for f in schema)
     assert list(dec.frame()["action"].cat.categories) == list(dec.plan.labels)
+    # a block longer than a row group is written a row group at a time: its rows split at rows_per_group
+    meta = pq.ParquetFile(tmp_path / "d.parquet").metadata
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    n, blocks = dec.n_tasks, dec.actions.size // dec.n_tasks
+    if rows < n:
+        per_block = [min(rows, n - r0) for r0 in range(0, n, rows)]
+        assert sizes == per_block * blocks
+    else:
+        assert sum(sizes) == dec.actions.size and all(s <= rows for s in sizes)
 
 
 def test_journal_writer_thread_keeps_shard_order_and_raises_its_error(bandit, tmp_path: Path, monkeypatch) -> None:

@@ -16,6 +16,18 @@ DECISION_COLUMNS = ("stream", "stratum", "task", "task_index", "cell", "map", "d
                     "utility", "oracle", "oracle_utility")
 
 
+def _pieces(n_blocks: int, n: int, per_write: int, rows_per_group: int) -> list[tuple[int, int, int, int]]:
+    """(first block, end block, first task, end task) of each table the decision table is written as: several
+    small blocks whole, or one block a row group at a time (the row groups a whole block split at
+    ``rows_per_group`` would get, without the block's columns built all at once)."""
+    out: list[tuple[int, int, int, int]] = []
+    for b0 in range(0, n_blocks, per_write):
+        b1 = min(n_blocks, b0 + per_write)
+        step = n if b1 - b0 > 1 else rows_per_group
+        out.extend((b0, b1, r0, min(n, r0 + step)) for r0 in range(0, n, step))
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Decisions:
     """All future decisions of a replay.
@@ -140,20 +152,20 @@ class Decisions:
         writer = None
         schema: Any = None
         try:
-            for b0 in range(0, n_blocks, per_write):
-                b1 = min(n_blocks, b0 + per_write)
-                k = b1 - b0
-                c, m, d, p = (np.repeat(x, n) for x in np.unravel_index(np.arange(b0, b1), (c_n, m_n, d_n, p_n)))
-                a = acts[b0:b1]
-                chosen = np.take_along_axis(self.utility, a.T, axis=1).T if k > 1 else self.utility[rows, a[0]]
+            for b0, b1, r0, r1 in _pieces(n_blocks, n, per_write, rows_per_group):
+                k, w = b1 - b0, r1 - r0
+                c, m, d, p = (np.repeat(x, w) for x in np.unravel_index(np.arange(b0, b1), (c_n, m_n, d_n, p_n)))
+                a = acts[b0:b1, r0:r1]
+                chosen = (np.take_along_axis(self.utility, a.T, axis=1).T if k > 1
+                          else self.utility[rows[r0:r1], a[0]])
 
-                def tile(x: np.ndarray, k: int = k) -> np.ndarray:
-                    return x if k == 1 else np.tile(x, k)
+                def tile(x: np.ndarray, k: int = k, r0: int = r0, r1: int = r1) -> np.ndarray:
+                    return x[r0:r1] if k == 1 else np.tile(x, k)   # (several blocks: every task, r0:r1 = 0:n)
 
                 cols = {
                     "stream": dic(tile(per_task["stream"]), st_dict),
                     "stratum": dic(tile(per_task["stratum"]), sr_dict),
-                    "task": tasks if k == 1 else tasks.take(pa.array(tile(rows))),
+                    "task": tasks.slice(r0, w) if k == 1 else tasks.take(pa.array(tile(rows))),
                     "task_index": pa.array(tile(per_task["task_index"])),
                     "cell": dic(ce_code[c], ce_dict),
                     "map": dic(ma_code[m], ma_dict),
