@@ -105,6 +105,15 @@ class _Lines:
         return InputError(self.source, self.lines[i], fld, msg)
 
 
+def _check_lengths(source: str, n: int, cols: Mapping[str, Any]) -> None:
+    """InputError unless every column of ``cols`` has ``n`` values and ``n`` > 0 (the history's shape checks)."""
+    for name, col in cols.items():
+        if len(col) != n:
+            raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
+    if n == 0:
+        raise InputError(source, None, None, "the history has no records")
+
+
 #: the history's text columns, each held as (vocab, codes)
 TEXT_COLUMNS = ("stream", "family", "context", "task", "key")
 
@@ -159,13 +168,8 @@ class History:
         columns are fresh arrays nobody else changes, kept as they are when already in canonical order
         (a reader's own columns: no second copy at the read's peak).
         """
-        n = len(stream)
-        cols = {"family": family, "context": context, "slot": slot, "task": task, "key": key, "outcome": outcome}
-        for name, col in cols.items():
-            if len(col) != n:
-                raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
-        if n == 0:
-            raise InputError(source, None, None, "the history has no records")
+        _check_lengths(source, len(stream), {"family": family, "context": context, "slot": slot, "task": task,
+                                             "key": key, "outcome": outcome})
         text = {name: encode_text(_str_array(col)) for name, col in
                 (("stream", stream), ("family", family), ("context", context), ("task", task), ("key", key))}
         return cls.from_coded(text=text, slot=slot, outcome=outcome, event_time=event_time, event_id=event_id,
@@ -193,13 +197,8 @@ class History:
         if set(text) != set(TEXT_COLUMNS):
             raise ValueError(f"text must give exactly the columns {TEXT_COLUMNS}")
         n = int(np.asarray(text["stream"][1]).shape[0])
-        cols = {"family": text["family"][1], "context": text["context"][1], "slot": slot, "task": text["task"][1],
-                "key": text["key"][1], "outcome": outcome}
-        for name, col in cols.items():
-            if len(col) != n:
-                raise InputError(source, None, name, f"has {len(col)} values, expected {n} (one per record)")
-        if n == 0:
-            raise InputError(source, None, None, "the history has no records")
+        _check_lengths(source, n, {"family": text["family"][1], "context": text["context"][1], "slot": slot,
+                                   "task": text["task"][1], "key": text["key"][1], "outcome": outcome})
         lin = _Lines(source, lines, n, line_word)
         coded = {name: compact(decode_bytes(np.asarray(text[name][0])), np.asarray(text[name][1]))
                  for name in TEXT_COLUMNS}
@@ -410,7 +409,11 @@ class History:
     def _fingerprint(self) -> str:
         h = hashlib.sha256()
         for name in _COLUMNS:   # one decoded text column at a time
-            col = self._held(name)[0][self._held(name)[1]] if name in self._text else getattr(self, name)
+            if name in self._text:
+                vocab, codes = self._held(name)
+                col = vocab[codes]
+            else:
+                col = getattr(self, name)
             h.update(name.encode())
             h.update(np.ascontiguousarray(col).tobytes() if col.dtype.kind in "fi" else _joined_text(col))
             del col

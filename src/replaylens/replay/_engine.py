@@ -483,8 +483,7 @@ def _record_tasks(sds: Sequence[StreamData]) -> tuple[str, ...]:
         all(a.rows.stop == b.rows.start for a, b in itertools.pairwise(sds))
     col = h.text("task", slice(sds[0].rows.start, sds[-1].rows.stop)) if consecutive else \
         np.concatenate([sd.history.text("task", sd.rows) for sd in sds])
-    names = col.tolist()
-    return tuple(names) if col.dtype.kind == "U" else tuple(map(str, names))
+    return tuple(col.tolist())   # History.text gives numpy text: each value a str
 
 
 @functools.lru_cache(maxsize=64)
