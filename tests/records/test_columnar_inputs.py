@@ -26,6 +26,7 @@ from replaylens.records import (
 from replaylens.records._coded_table import CodedTable
 from replaylens.records._futures import future_dict
 from replaylens.records._history import _joined_text
+from replaylens.records._text_codes import pack
 
 WORDS = st.sampled_from(["a", "b", "c", "dd", "é", "x y"])
 
@@ -167,6 +168,10 @@ def test_coded_table_values_and_chunked_document(rows: list[tuple[str, str, str,
     assert g.tolist() == list(range(len(pairs)))   # every task has its row, in iteration order
     back = got.rows_for(streams, code[::-1].copy(), np.array([t for _, t in pairs][::-1], dtype=object))
     assert back.tolist() == list(range(len(pairs)))[::-1]   # another order: looked up by name
+    held = pack(np.array([t for _, t in pairs][::-1]))   # the ids as FutureColumns holds them
+    assert got.rows_for(streams, code[::-1].copy(), held).tolist() == back.tolist()
+    held_in_order = pack(np.array([t for _, t in pairs]))
+    assert got.rows_for(streams, code, held_in_order).tolist() == g.tolist()
     assert got.values_at(g, menus, np.arange(len(menus))).tolist() == \
         [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
     assert got.first_uncovered(g, menus, np.arange(len(menus))) == (-1, None)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaylens.records._layout import concat, joined, json_floats, json_strings, text_of, to_arrow_text
+from replaylens.records._text_codes import pack
 
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-4, -1e-4, 9.999999999999999e-05, 1e-5, 1e15, 999999999999999.9,
          999999999999999.0, 1e16, 1e22, 123456789.0, 5e-324, 1.7976931348623157e308, float("nan"), float("inf"),
@@ -52,6 +53,15 @@ def test_json_strings_are_json_dumps(values: list[str]) -> None:
 def test_numpy_text_to_arrow_reads_as_numpy_does(values: list[str]) -> None:
     arr = np.array(values, dtype=str) if values else np.zeros(0, dtype="<U1")
     assert to_arrow_text(arr).to_pylist() == arr.tolist()
+    packed = pack(arr)   # the ids as held (bytes where ASCII): the same text without decoding
+    assert to_arrow_text(packed).to_pylist() == arr.tolist()
+
+
+def test_non_ascii_bytes_are_not_text() -> None:
+    import pytest
+
+    with pytest.raises(UnicodeDecodeError):
+        to_arrow_text(np.array([b"ok", b"\xff"]))
 
 
 @settings(max_examples=100, deadline=None)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from .._imports import missing_extra
+from .._memory import configure_process_memory
 from ..errors import AgentError, AgentRaised, ReplayLensError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -215,5 +216,6 @@ def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
 def main() -> None:
     """Entry point of the ``replaylens`` console script."""
     os.environ.setdefault("MPLBACKEND", "Agg")
+    configure_process_memory()
     cli(prog_name="replaylens")
 

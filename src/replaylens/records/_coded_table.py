@@ -16,6 +16,7 @@ import numpy as np
 
 from ._codes import has_duplicates
 from ._layout import concat, joined, json_floats, json_strings, text_of, to_arrow_text
+from ._text_codes import decode_bytes
 
 __all__ = ["CodedTable"]
 
@@ -91,8 +92,9 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
 
     def rows_for(self, streams: Sequence[str], stream: np.ndarray, tasks: np.ndarray) -> np.ndarray:
         """The row number of each task (``streams[stream[i]]``, ``tasks[i]``) in iteration order (−1: none);
-        the answer for the last arguments is kept (an audit asks for the same future-task columns three times:
-        checking coverage, strictness and the utilities)."""
+        ``tasks`` is text or the ids as held (``FutureColumns.task_text``: packed bytes, compared without
+        decoding where the order is the table's); the answer for the last arguments is kept (an audit asks for
+        the same future-task columns three times: checking coverage, strictness and the utilities)."""
         last = self._last_rows
         if last is not None and last[0] is streams and last[1] is stream and last[2] is tasks:
             return last[3]
@@ -103,7 +105,8 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             self._last_rows = (streams, stream, tasks, g)
             return g
         inner = [self._index.get(s, {}) for s in streams]
-        g = np.fromiter((inner[a].get(t, -1) for a, t in zip(stream.tolist(), tasks.tolist(), strict=True)),
+        names = decode_bytes(tasks).tolist()
+        g = np.fromiter((inner[a].get(t, -1) for a, t in zip(stream.tolist(), names, strict=True)),
                         dtype=np.int64, count=int(stream.shape[0]))
         g.flags.writeable = False
         self._last_rows = (streams, stream, tasks, g)
@@ -122,7 +125,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             given = to_arrow_text(tasks)
         except (pa.ArrowException, TypeError, ValueError):   # not all text: compared one by one
             names = self._tasks.to_pylist()
-            return all(a == names[b] for a, b in zip(tasks.tolist(), self._g_task.tolist(), strict=True))
+            return all(a == names[b] for a, b in zip(decode_bytes(tasks).tolist(), self._g_task.tolist(), strict=True))
         return bool(pc.all(pc.equal(given, self._tasks.take(pa.array(self._g_task)))).as_py())
 
     def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray

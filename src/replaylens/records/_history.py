@@ -466,7 +466,7 @@ class Evaluator:
         """Raise InputError unless every menu action of every future task has a utility."""
         if isinstance(self.table, CodedTable):  # on codes: only the first uncovered task is looked at
             cols = futures.columns
-            i, _ = self.table.first_uncovered(self.table.rows_for(cols.streams, cols.stream, cols.task),
+            i, _ = self.table.first_uncovered(self.table.rows_for(cols.streams, cols.stream, cols.task_text),
                                               cols.menus, cols.menu)
             tasks: Sequence[FutureTask] = () if i < 0 else cols.build(np.array([i]))
             first = max(i, 0)

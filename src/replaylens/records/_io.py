@@ -513,7 +513,7 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
     if evaluator is not None and strict:
         table = evaluator.table
         if isinstance(table, CodedTable) and \
-                distinct(table.rows_for(cols.streams, cols.stream, cols.task)).size == len(table):
+                distinct(table.rows_for(cols.streams, cols.stream, cols.task_text)).size == len(table):
             return  # the future tasks own every row of the table: no row is left for another task
         known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
         for s, task in evaluator.table:

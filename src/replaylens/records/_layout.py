@@ -24,32 +24,35 @@ _NEEDS_ESCAPE = r'[^\x20\x21\x23-\x5b\x5d-\x7e]'
 
 
 def to_arrow_text(values: Any) -> Any:
-    """A text column (numpy ``<U``/object array, list of ``str`` or a pyarrow string array) as one pyarrow
-    ``string`` array."""
+    """A text column (numpy ``<U``/object array, numpy bytes of ASCII text (:func:`~replaylens.records.pack`
+    ed), list of ``str`` or a pyarrow string array) as one pyarrow ``string`` array."""
     import pyarrow as pa
 
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if isinstance(values, pa.Array):
         return values if values.type == pa.string() else values.cast(pa.string())
-    if isinstance(values, np.ndarray) and values.dtype.kind == "U":
+    if isinstance(values, np.ndarray) and values.dtype.kind in "US":
         laid = _ascii_arrow(values)
         if laid is not None:
             return laid
+        if values.dtype.kind == "S":   # (ASCII widened as code points; other bytes: UnicodeDecodeError)
+            values = values.astype(f"<U{max(values.dtype.itemsize, 1)}")
     return pa.array(list(values), type=pa.string())   # (pyarrow's own numpy conversion stops at a NUL)
 
 
 def _ascii_arrow(values: np.ndarray) -> Any:
-    """A 1-d numpy ``<U`` array of ASCII text as a pyarrow ``string`` array, laid out from its code points
-    (NULs inside a value kept, trailing ones not: numpy's own reading); ``None`` for other text."""
+    """A 1-d numpy ``<U`` (or ``S``) array of ASCII text as a pyarrow ``string`` array, laid out from its code
+    points (NULs inside a value kept, trailing ones not: numpy's own reading); ``None`` for other text."""
     import pyarrow as pa
 
     col = np.ascontiguousarray(values).reshape(-1)
-    width = col.dtype.itemsize // 4
+    unit = 1 if col.dtype.kind == "S" else 4   # bytes a character
+    width = col.dtype.itemsize // unit
     n = col.size
     if n == 0 or width == 0:
         return pa.array([""] * n, type=pa.string())
-    points = col.view(np.uint32).reshape(n, width)
+    points = col.view(np.uint8 if unit == 1 else np.uint32).reshape(n, width)
     if int(points.max()) >= 128:
         return None
     lengths = np.char.str_len(col).astype(np.int64)

@@ -552,7 +552,7 @@ def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int
     if values_at is not None and rows_for is not None:
         # the table's rows of the whole task set (kept by the table), then these tasks' rows and menu codes
         cols, at = task_columns(sds)
-        rows = rows_for(cols.streams, cols.stream, cols.task)[at]
+        rows = rows_for(cols.streams, cols.stream, cols.task_text)[at]
         vals = np.asarray(values_at(rows, cols.menus, cols.menu[at]), dtype=np.float64)
     else:
         vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
