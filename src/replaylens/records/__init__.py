@@ -20,6 +20,7 @@ from ._io import (
     write_futures,
     write_history,
 )
+from ._layout import to_arrow_text as arrow_text
 from ._text_codes import decode_bytes as unpack_text
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "FutureTasks",
     "History",
     "Record",
+    "arrow_text",
     "block_name",
     "check_inputs",
     "distinct_rows",

@@ -68,11 +68,17 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
             if lengths.size else np.zeros(0, dtype=np.int64))
     sid = np.repeat(np.arange(len(spans), dtype=np.int64), lengths)   # planned-stream index of each row
     offset = np.r_[0, np.cumsum(lengths)]                             # its rows' range in ``rows``
+    # every stream planned, in the history's order (the usual case): the rows are the history's, and its
+    # columns are used as they are (no copy of the outcomes and slots for the run)
+    whole = rows.size == st.size and np.array_equal(starts, offset[:-1])
+
+    def planned(col: np.ndarray) -> np.ndarray:
+        return col.view() if whole else col[rows]   # (a view: made read-only below, the history's own is not)
 
     k_vocab, k_codes = history.text_codes("key")
-    key_codes = _codes_of(k_vocab, k_codes[rows], code)
+    key_codes = _codes_of(k_vocab, planned(k_codes), code)
     (fv, fc), (cv, cc) = history.text_codes("family"), history.text_codes("context")
-    block_global = _block_codes((fv, fc[rows]), (cv, cc[rows]), bcode)
+    block_global = _block_codes((fv, planned(fc)), (cv, planned(cc)), bcode)
 
     # blocks of each stream: first and last row (positions in ``rows``), rank by first appearance
     nb = len(bcode)
@@ -118,8 +124,8 @@ def prepare_columnar(plan: ReplayPlan, history: History, futures: FutureTasks,
     menus = table[cols.menu[keep]]
     f_off = np.r_[0, np.cumsum(np.bincount(f_sid, minlength=len(spans)))].tolist()
 
-    enc = EncodedStreams(codes=key_codes, outcomes=history.outcome[rows] if rows.size else history.outcome[:0],
-                         block_local=block_local, block_global=block_global, slots=history.slot[rows],
+    enc = EncodedStreams(codes=key_codes, outcomes=planned(history.outcome),
+                         block_local=block_local, block_global=block_global, slots=planned(history.slot),
                          prefix=prefix, menus=menus, stratum_code=stratum)
     for a in (enc.codes, enc.outcomes, enc.block_local, enc.block_global, enc.slots, enc.prefix, enc.menus,
               enc.stratum_code):

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import unpack_text
+from ..records import arrow_text, unpack_text
 from ._plan import ReplayPlan
 
 __all__ = ["DECISION_COLUMNS", "Decisions"]
@@ -135,7 +135,7 @@ class Decisions:
             "task_index": self.task_index.astype(np.int64), "oracle": self.oracle,
             "oracle_utility": self.utility[rows, self.oracle],
         }
-        tasks = pa.array(self.task_ids, type=pa.string())
+        tasks = arrow_text(self.task_text)   # from the ids as held (bytes where ASCII): no decoded copy
         acts = self.actions.reshape(n_blocks, n)
         per_write = max(1, rows_per_group // n)   # small blocks are written several at once
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
@@ -154,7 +154,7 @@ class Decisions:
         try:
             for b0, b1, r0, r1 in _pieces(n_blocks, n, per_write, rows_per_group):
                 k, w = b1 - b0, r1 - r0
-                c, m, d, p = (np.repeat(x, w) for x in np.unravel_index(np.arange(b0, b1), (c_n, m_n, d_n, p_n)))
+                c, m, d, p = np.unravel_index(np.arange(b0, b1), (c_n, m_n, d_n, p_n))   # of each block
                 a = acts[b0:b1, r0:r1]
                 chosen = (np.take_along_axis(self.utility, a.T, axis=1).T if k > 1
                           else self.utility[rows[r0:r1], a[0]])
@@ -167,10 +167,10 @@ class Decisions:
                     "stratum": dic(tile(per_task["stratum"]), sr_dict),
                     "task": tasks.slice(r0, w) if k == 1 else tasks.take(pa.array(tile(rows))),
                     "task_index": pa.array(tile(per_task["task_index"])),
-                    "cell": dic(ce_code[c], ce_dict),
-                    "map": dic(ma_code[m], ma_dict),
-                    "draw": pa.array(d.astype(np.int64)),
-                    "repeat": pa.array(p.astype(np.int64)),
+                    "cell": dic(np.repeat(ce_code[c], w), ce_dict),   # (each block's value, w rows of it)
+                    "map": dic(np.repeat(ma_code[m], w), ma_dict),
+                    "draw": pa.array(np.repeat(d.astype(np.int64), w)),
+                    "repeat": pa.array(np.repeat(p.astype(np.int64), w)),
                     "action": pa.DictionaryArray.from_arrays(pa.array(a.reshape(-1)), labels),
                     "utility": pa.array(np.ascontiguousarray(chosen).reshape(-1)),
                     "oracle": pa.DictionaryArray.from_arrays(pa.array(tile(per_task["oracle"]), type=l_type), labels),
