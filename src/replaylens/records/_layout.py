@@ -24,8 +24,8 @@ _NEEDS_ESCAPE = r'[^\x20\x21\x23-\x5b\x5d-\x7e]'
 
 
 def to_arrow_text(values: Any) -> Any:
-    """A text column (numpy ``<U``/object array, numpy bytes of ASCII text (:func:`~replaylens.records.pack`
-    ed), list of ``str`` or a pyarrow string array) as one pyarrow ``string`` array."""
+    """A text column (numpy ``<U``/object array, numpy bytes of ASCII text as the records hold it, e.g.
+    ``FutureColumns.task_text``, list of ``str`` or a pyarrow string array) as one pyarrow ``string`` array."""
     import pyarrow as pa
 
     if isinstance(values, pa.ChunkedArray):
