@@ -286,3 +286,31 @@ def test_ascii_text_array_declines_what_it_cannot_lay_out() -> None:
     assert ascii_text_array(pa.array(["a" * (ASCII_MAX_WIDTH + 1)])) is None      # too wide
     assert ascii_text_array(pa.array(["a"], type=pa.large_string())) is None      # 64-bit offsets
     assert ascii_text_array(pa.array(["ab", "c"])).tolist() == ["ab", "c"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2"]), st.sampled_from(["t1", "t2", "t3"]), WORDS,
+                          st.floats(0, 1)), min_size=1, max_size=80),
+       st.integers(0, 40), st.integers(1, 4))
+def test_values_at_scans_or_searches_a_row_alike(rows: list[tuple[str, str, str, float]], scan: int,
+                                                 per_lookup: int) -> None:
+    """``values_at`` on rows of many keys, a key listed twice (its last value, as the row's dict), any number of
+    tasks a lookup: scanning each row in place and searching the sorted entries give the row dicts' values."""
+    from replaylens.records import _coded_table as ct
+
+    ref, got = _dict_table(rows), _coded(rows)
+    pairs = list(ref)
+    menus = [tuple(ref[p]) for p in pairs]
+    streams = sorted({s for s, _ in pairs})
+    g = got.rows_for(streams, np.array([streams.index(s) for s, _ in pairs], dtype=np.int64),
+                     np.array([t for _, t in pairs], dtype=object))
+    want = [ref[p][a] for p, m in zip(pairs, menus, strict=True) for a in m]
+    saved = ct._SCAN_KEYS, ct._LOOKUP_TASKS
+    try:
+        ct._SCAN_KEYS, ct._LOOKUP_TASKS = scan, per_lookup
+        assert got.values_at(g, menus, np.arange(len(menus))).tolist() == want
+        with pytest.raises(KeyError) as err:
+            got.values_at(g, [*menus[:-1], (*menus[-1], "not a key")], np.arange(len(menus)))
+        assert err.value.args == ("not a key",)
+    finally:
+        ct._SCAN_KEYS, ct._LOOKUP_TASKS = saved

@@ -51,3 +51,29 @@ def test_a_run_failing_after_its_replay_leaves_no_staging_file(tmp_path: Path,
     assert len(staged) == 1 and staged[0].parent == out   # the writer had started
     assert not staged[0].exists() and not list(out.glob(".writing-*"))
     assert not (out / "decisions.parquet").exists() and not (out / "summary.json").exists()
+
+
+def test_a_run_handed_its_evaluator_releases_the_table_and_reports_the_same(tmp_path: Path) -> None:
+    """``release_utilities``: the run lets go of a file-read utility table once its replay has read it; the
+    summary and manifest are those of a run that keeps it, the fingerprint stays, a later lookup says why not."""
+    from replaylens.records import read_evaluator, write_evaluator
+    from replaylens.report import load_results, run_audit
+    from replaylens.settings import AuditSettings
+
+    sub = make_bandit(n_streams=6, slots_per_block=8, n_future=4, rng=5)
+    path = write_evaluator(sub.evaluator, tmp_path / "u.parquet")
+    settings = AuditSettings(cells=("value", "pair"), n_resamples=60, seed=3)
+    kept, handed = read_evaluator(path), read_evaluator(path)
+    a = run_audit(sub.history, sub.futures, kept, load_agent("mean"), settings, out=tmp_path / "a")
+    b = run_audit(sub.history, sub.futures, handed, load_agent("mean"), settings, out=tmp_path / "b",
+                  release_utilities=True)
+    assert a.summary() == b.summary() and handed.fingerprint() == kept.fingerprint()
+    assert load_results(tmp_path / "a").manifest["inputs"] == load_results(tmp_path / "b").manifest["inputs"]
+    task = sub.futures.tasks[0]
+    assert kept.utilities(task).tolist() == sub.evaluator.utilities(task).tolist()
+    with pytest.raises(RuntimeError, match="released"):
+        handed.utilities(task)
+    with pytest.raises(RuntimeError, match="released"):
+        len(handed.table)
+    sub.evaluator.release()   # a table given as a mapping is the caller's: left as it is
+    assert sub.evaluator.utilities(task).tolist() == kept.utilities(task).tolist()

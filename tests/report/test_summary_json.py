@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replaylens.report._audit import strict_json
-from replaylens.report._json import dumps_indented
+from replaylens.report._json import FloatList, dumps_indented
 
 
 def _reference_strict(obj: Any) -> Any:
@@ -23,7 +23,7 @@ def _reference_strict(obj: Any) -> Any:
         return float(obj) if np.isfinite(obj) else None
     if isinstance(obj, dict):
         return {k: _reference_strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, FloatList)):   # a FloatList: a sequence like any other
         return [_reference_strict(v) for v in obj]
     return obj
 
@@ -93,7 +93,6 @@ def test_summary_is_a_fresh_plain_copy_of_the_shared_document() -> None:
     from replaylens.agents import load_agent
     from replaylens.bandit import make_bandit
     from replaylens.report import audit
-    from replaylens.report._json import FloatList
 
     b = make_bandit(n_streams=70, slots_per_block=4, n_future=2)
     res = audit(b.history, b.futures, b.evaluator, load_agent("mean"), cells="value,rename", n_resamples=50)
@@ -106,4 +105,18 @@ def test_summary_is_a_fresh_plain_copy_of_the_shared_document() -> None:
     s1["rows"][0]["cell"] = "changed"
     s2 = res.summary()
     assert len(s2["rows"][0]["per_stream"]["action"]) == 70 and s2["rows"][0]["cell"] == "value"
-    assert json.dumps(s2) == json.dumps(res.document())
+    assert dumps_indented(s2) == dumps_indented(res.document())   # the writers' shared form: the same text
+
+
+def test_float_list_reads_its_array_as_strict_values() -> None:
+    """A FloatList is its array's values as strict JSON (None for NaN and infinities) by index, slice and
+    iteration, keeps no Python float per value, and is not changed by a later change to a caller's array."""
+    arr = np.array([0.5, np.nan, -np.inf, 2.0])
+    fl = FloatList(arr)
+    arr[0] = 9.0   # the caller's (writable) array was copied
+    assert fl == [0.5, None, None, 2.0] and list(fl) == fl.tolist() and len(fl) == 4
+    assert fl[1] is None and fl[-1] == 2.0 and fl[1:] == [None, None, 2.0]
+    assert fl.text == "[0.5, null, null, 2.0]" and fl != [0.5, None, None]
+    shared = np.array([1.0, 2.0])
+    shared.flags.writeable = False   # a read-only array (a StreamValues' own) is held as it is
+    assert np.shares_memory(FloatList(shared)._values, shared)

@@ -49,9 +49,10 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
                inputs: list[tuple[str, str | None]], command: str, arguments: dict[str, Any], out: Path,
                quiet: bool, prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
                restart: bool = False, overwrite: bool = False, expect_invariant: str = "",
-               tolerance: float = 0.0, gate: Any = None) -> Any:
+               tolerance: float = 0.0, gate: Any = None, release_utilities: bool = False) -> Any:
     """Run the library's audit (:func:`replaylens.report.run_audit`) with a progress bar, then print the
-    summary and check the --expect-invariant expectations (exit 1 on a violated one)."""
+    summary and check the --expect-invariant expectations (exit 1 on a violated one).  ``release_utilities``:
+    the evaluator is this run's alone (released after its replay)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -93,6 +94,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
             result = run_audit(history, futures, evaluator, agent, settings, out=out, inputs=inputs,
                                command=command, arguments=arguments, restart=restart, overwrite=overwrite,
                                progress=progress, prepared=prepared, before_replay=before_replay, expect=declared,
+                               release_utilities=release_utilities and prepared is None,
                                on_warning=lambda w: console.print(f"replaylens: warning: {w}", markup=False,
                                                                   highlight=False))
         except BudgetExhausted as exc:
@@ -181,7 +183,7 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
     from ..report import pct
 
     console = table_console()
-    s = result.summary()
+    s = result.document()   # read-only here: no copy of every per-stream value
     lv = f"{100 * s['level']:g}%"
     table = Table(title=f"ReplayLens audit — {s['agent']} ({s['n_streams']} streams, {s['n_future_tasks']} future "
                         f"tasks, {len(s['maps'])} maps)")
@@ -408,7 +410,8 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, out=out, quiet=quiet, cost=cost,
                model=params.get("model") if is_llm else None, restart=restart, overwrite=overwrite,
-               expect_invariant=expect_invariant, tolerance=tolerance, gate=gate)
+               expect_invariant=expect_invariant, tolerance=tolerance, gate=gate,
+               release_utilities=True)   # this run's own evaluator: its table goes once the replay has read it
 
 
 @cli.command()

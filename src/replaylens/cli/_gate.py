@@ -96,7 +96,7 @@ def finish_gate(result: Any, out: Path, gate: GateOptions | None, *, history: An
     from .._durable import atomic_write
     from ..report import failure_lines, junit_xml, step_summary
 
-    summary = result.summary()
+    summary = result.document()   # read-only here: no copy of every per-stream value
     failed = failure_lines(summary["verdict"])
     if gate is not None and gate.junit_xml is not None:
         examples = None

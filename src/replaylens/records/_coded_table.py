@@ -20,6 +20,11 @@ from ._text_codes import decode_bytes
 
 __all__ = ["CodedTable"]
 
+#: tasks whose utilities :meth:`CodedTable.values_at` looks up at once (bounds its temporaries)
+_LOOKUP_TASKS = 1 << 16
+#: rows of at most this many keys are scanned for a key in place; longer ones are searched in sorted entries
+_SCAN_KEYS = 32
+
 
 class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     """``(stream, task) -> {key: utility}`` over code columns (a row's keys in file order)."""
@@ -52,10 +57,26 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         self._streams, self._tasks = streams, to_arrow_text(tasks)
         self._index_built: dict[str, dict[str, int]] | None = None
         self._last_rows: tuple[Sequence[str], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        self._released = False
+
+    def release(self) -> None:
+        """Let go of the columns (the caller is done looking utilities up); every later lookup raises
+        ``RuntimeError``.  Used through :meth:`~replaylens.records.Evaluator.release`."""
+        self._k = self._g_stream = self._g_task = np.zeros(0, dtype=np.int32)
+        self._start, self._u = np.zeros(1, dtype=np.int64), np.zeros(0)
+        self._streams, self._keys, self._tasks = [], [], to_arrow_text([])
+        self._index_built = self._last_rows = self._sorted = None
+        self._released = True
+
+    def _live(self) -> None:
+        if self._released:
+            raise RuntimeError("this utility table was released after its audit's replay (Evaluator.release)")
 
     @property
     def _index(self) -> dict[str, dict[str, int]]:
         """``stream -> task -> row``, built on the first lookup by name (a columnar audit asks by codes only)."""
+        self._live()
         if self._index_built is None:
             streams, tasks = self._streams, self._tasks.to_pylist()
             index: dict[str, dict[str, int]] = {}
@@ -83,11 +104,13 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         return inner is not None and key[1] in inner
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
+        self._live()
         streams, tasks = self._streams, self._tasks.to_pylist()
         for a, b in zip(self._g_stream.tolist(), self._g_task.tolist(), strict=True):
             yield (streams[a], tasks[b])
 
     def __len__(self) -> int:
+        self._live()
         return int(self._g_stream.size)
 
     def rows_for(self, streams: Sequence[str], stream: np.ndarray, tasks: np.ndarray) -> np.ndarray:
@@ -95,6 +118,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         ``tasks`` is text or the ids as held (``FutureColumns.task_text``: packed bytes, compared without
         decoding where the order is the table's); the answer for the last arguments is kept (an audit asks for
         the same future-task columns three times: checking coverage, strictness and the utilities)."""
+        self._live()
         last = self._last_rows
         if last is not None and last[0] is streams and last[1] is stream and last[2] is tasks:
             return last[3]
@@ -128,19 +152,24 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             return all(a == names[b] for a, b in zip(decode_bytes(tasks).tolist(), self._g_task.tolist(), strict=True))
         return bool(pc.all(pc.equal(given, self._tasks.take(pa.array(self._g_task)))).as_py())
 
-    def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """Tasks with menus ``menus[menu[i]]`` on codes: each task's menu length, the menu actions' key codes
-        concatenated (−1: a key no row has), every stored (row, key) as ``row * width + key``, and ``width``."""
+    def _wanted(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tasks with menus ``menus[menu[i]]`` on codes: each task's menu length and the menu actions' key codes
+        concatenated in task order (−1: a key no row has)."""
+        self._live()
         k_pos = {k: j for j, k in enumerate(self._keys)}
         m_len = np.array([len(x) for x in menus], dtype=np.int64)
         table = np.full((len(menus), int(m_len.max(initial=0))), -1, dtype=np.int64)   # one row per menu
         for j, x in enumerate(menus):
             table[j, : len(x)] = [k_pos.get(a, -1) for a in x]
         lens = m_len[menu]
-        width = len(self._keys) + 1
         # each task's menu codes, concatenated in task order (row-major over the padded rows)
-        want_k = table[menu][np.arange(table.shape[1]) < lens[:, None]]
+        return lens, table[menu][np.arange(table.shape[1]) < lens[:, None]]
+
+    def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """:meth:`_wanted`, every stored (row, key) as ``row * width + key``, and ``width``."""
+        lens, want_k = self._wanted(menus, menu)
+        width = len(self._keys) + 1
         have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
         return lens, want_k, have, width
 
@@ -164,19 +193,58 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def values_at(self, g: np.ndarray, menus: Sequence[tuple[str, ...]], menu: np.ndarray) -> np.ndarray:
         """``[row(g[i])[a] for i in tasks for a in menus[menu[i]]]`` as one float array, looked up on codes (a
         key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` naming the first
-        task position without a row or the first missing action, like the row lookup."""
-        lens, want_k, have, width = self._encoded(menus, menu)
-        rows = np.repeat(g, lens)
-        want = rows * width + want_k
-        order = np.argsort(have, kind="stable")   # file order kept among equal (task, key) rows
-        at = np.searchsorted(have[order], want, side="right") - 1
-        ok = (want_k >= 0) & (rows >= 0) & (at >= 0)
-        ok[ok] = have[order][at[ok]] == want[ok]
-        if not ok.all():
-            bad = int(np.flatnonzero(~ok)[0])
-            i = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
-            raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(lens[:i].sum())])
-        return np.asarray(self._u[order][at])
+        task position without a row or the first missing action, like the row lookup.  :data:`_LOOKUP_TASKS`
+        tasks at a time, so the lookup's temporaries stay a few MB whatever the number of tasks."""
+        lens, want_k = self._wanted(menus, menu)
+        ends = np.cumsum(lens)
+        out = np.empty(int(ends[-1]) if ends.size else 0, dtype=np.float64)
+        for i0 in range(0, int(g.shape[0]), _LOOKUP_TASKS):
+            i1 = min(i0 + _LOOKUP_TASKS, int(g.shape[0]))
+            a, b = int(ends[i0] - lens[i0]), int(ends[i1 - 1])
+            at = self._entries(np.repeat(g[i0:i1], lens[i0:i1]), want_k[a:b])
+            missing = np.flatnonzero(at < 0)
+            if missing.size:
+                bad = a + int(missing[0])
+                i = int(np.searchsorted(ends, bad, side="right"))
+                raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(ends[i] - lens[i])])
+            out[a:b] = self._u[at]
+        return out
+
+    def _entries(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """The entry (position in the table's columns) of each (row, key code), the row's last with that key;
+        −1 where there is none (no row: −1, or a key code −1, or a key the row lacks).  A row of at most
+        :data:`_SCAN_KEYS` keys is scanned in place; longer rows are searched in the entries sorted by (row, key)."""
+        valid = (rows >= 0) & (keys >= 0)
+        r = np.where(valid, rows, 0)
+        first = self._start[r]
+        count = np.where(valid, self._start[r + 1] - first, 0)
+        at = np.full(rows.shape[0], -1, dtype=np.int64)
+        longest = int(count.max(initial=0))
+        if longest <= _SCAN_KEYS:
+            for j in range(longest):   # later entries override earlier ones: the row's last with that key
+                idx = first + j
+                hit = count > j
+                hit[hit] = self._k[idx[hit]] == keys[hit]
+                at[hit] = idx[hit]
+            return at
+        width = len(self._keys) + 1
+        have, order = self._by_row_key()
+        want = r * width + keys
+        pos = np.searchsorted(have, want, side="right") - 1
+        ok = valid & (pos >= 0)
+        ok[ok] = have[pos[ok]] == want[ok]
+        at[ok] = order[pos[ok]]
+        return at
+
+    def _by_row_key(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every entry's ``row * width + key``, sorted (stably: file order among a row's repeated key), and the
+        sorting order; made on first use (a table with rows of more than :data:`_SCAN_KEYS` keys)."""
+        if self._sorted is None:
+            width = len(self._keys) + 1
+            have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
+            order = np.argsort(have, kind="stable")
+            self._sorted = (have[order], order)
+        return self._sorted
 
     def _sorted_keys(self, rows: np.ndarray, lens: np.ndarray, key_rank: np.ndarray) -> np.ndarray:
         """``rows`` (tasks of ``lens`` rows each, one after another) with each task's rows in key order."""
@@ -191,6 +259,7 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         """``json.dumps({"stream\\x1ftask": {key: utility}}, sort_keys=True, separators=(",", ":"))`` in pieces
         (the same bytes), ``chunk`` tasks at a time so that only one chunk's text is held; laid out by columns
         (:mod:`._layout`): each text's JSON made once, the tasks sorted by name and each task's keys by key."""
+        self._live()
         import pyarrow as pa
         import pyarrow.compute as pc
 

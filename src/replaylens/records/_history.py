@@ -498,6 +498,14 @@ class Evaluator:
         h.update(b"}")
         return h.hexdigest()
 
+    def release(self) -> None:
+        """Let go of a file-read table's columns once the caller is done looking utilities up (an audit's replay
+        carries every utility its readouts use): the content fingerprint is kept (taken now if it was not), and
+        any later lookup raises ``RuntimeError``.  A table given as a mapping is the caller's: left as it is."""
+        if isinstance(self.table, CodedTable):
+            self.fingerprint()
+            self.table.release()
+
     def _coded_fingerprint(self) -> str:
         assert isinstance(self.table, CodedTable)
         h = hashlib.sha256()

@@ -88,7 +88,7 @@ def plain_json(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: plain_json(v) for k, v in obj.items()}
     if isinstance(obj, FloatList):
-        return list(obj)
+        return obj.tolist()
     if isinstance(obj, list):
         return [plain_json(v) for v in obj]
     return obj

@@ -19,7 +19,7 @@ from ..agents import Agent, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History
-from ..replay import PreparedReplay, plan_replay, replay
+from ..replay import PreparedReplay, plan_replay, prepare_replay, state_fingerprinter
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
 from ._ahead import ReportAhead
 from ._audit import AuditResult, extra_readouts, state_responses, summarize
@@ -54,6 +54,7 @@ def run_audit(
     before_replay: Callable[[Any], None] | None = None,
     expect: Mapping[str, Any] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    release_utilities: bool = False,
 ) -> AuditResult:
     """Run an audit of ``agent`` under ``settings`` and return its :class:`AuditResult`.
 
@@ -67,6 +68,9 @@ def run_audit(
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds", ...}``, see
     :func:`~replaylens.report.parse_expectations`; read after ``before_replay``), judged in the summary's
     ``verdict``.  ``on_warning`` receives each warning line (default: :func:`warnings.warn`).
+    ``release_utilities``: the caller hands ``evaluator`` to this run, which releases its table once the replay
+    has read every utility (:meth:`~replaylens.records.Evaluator.release`; the CLI does: 50 MB of a 10^6-record
+    audit's peak).
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
@@ -114,7 +118,8 @@ def run_audit(
 
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
-                      expect=expect, warns=warns, on_decisions=stage, on_readouts=readouts)
+                      expect=expect, warns=warns, on_decisions=stage, on_readouts=readouts,
+                      release_utilities=release_utilities)
         if out is not None:
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
                         command=command, arguments=arguments, staged=staged[0] if staged else None,
@@ -163,7 +168,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
          progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
          before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
          warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None,
-         on_readouts: Callable[[Any], None] | None = None) -> AuditResult:
+         on_readouts: Callable[[Any], None] | None = None, release_utilities: bool = False) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     release_freed_memory()  # what reading and checking the inputs freed, before the replay's peak
@@ -174,14 +179,19 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
                   journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)})
     if prepared is not None:
         dec = prepared.run(agent, **kw)
-    else:
-        dec = replay(history, futures, evaluator, agent, plan=plan, **kw)
-    release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
+    else:   # a table handed to the run goes once prepared, unless the state responses replay it again below
+        dec = _replay(history, futures, evaluator, agent, plan, kw,
+                      release=release_utilities and state_fingerprinter(agent) is None)
     if on_decisions is not None:
         on_decisions(dec)
+    # the last read of the utility table (an agent with state fingerprints replays the history cells again)
+    state = state_responses(history, futures, evaluator, agent, plan)
+    if release_utilities:
+        evaluator.release()   # the decisions carry every utility the readouts use
+    release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
     rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level,
                      on_readouts=on_readouts)
-    info = {"state_response": state_responses(history, futures, evaluator, agent, plan),
+    info = {"state_response": state,
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,
             "level": settings.level, "path": dec.path, "rng": plan.rng, "warnings": list(warns),
@@ -190,6 +200,16 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     if expect:
         info["expectations"] = _declared(expect, plan)
     return AuditResult(dec, tuple(rows), settings.seed, settings.n_resamples, settings.level, agent, info)
+
+
+def _replay(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, plan: Any,
+            kw: dict[str, Any], *, release: bool) -> Any:
+    """:func:`~replaylens.replay.replay` of ``plan``; ``release``: the evaluator's table is released once the
+    prepared replay holds every utility (before the agent runs: the replay's peak is without it)."""
+    ready = prepare_replay(history, futures, evaluator, plan=plan)
+    if release:
+        evaluator.release()
+    return ready.run(agent, **kw)
 
 
 def _declared(expect: Mapping[str, Any], plan: Any) -> dict[str, Any]:
