@@ -51,3 +51,21 @@ def test_with_numba_a_loop_compiles_once_and_a_large_run_loads_it_on_a_thread(
     thread.join(120)
     assert not thread.is_alive() and "numba" in sys.modules
 
+
+
+def test_the_shared_pcg64_step_is_numpys() -> None:
+    """``pcg64_next`` (the compiled loops' generator, plain Python here) gives PCG64's outputs and states."""
+    import numpy as np
+
+    bg = np.random.PCG64(2026)
+    st = bg.state["state"]
+    mask = (1 << 64) - 1
+    hi, lo = np.uint64(st["state"] >> 64), np.uint64(st["state"] & mask)
+    inc_hi, inc_lo = np.uint64(st["inc"] >> 64), np.uint64(st["inc"] & mask)
+    outs = []
+    with np.errstate(over="ignore"):
+        for _ in range(5):
+            hi, lo, out = _jit.pcg64_next(hi, lo, inc_hi, inc_lo)
+            outs.append(int(out))
+    assert outs == bg.random_raw(5).tolist()
+    assert (int(hi) << 64) | int(lo) == bg.state["state"]["state"]

@@ -19,7 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LARGE_RUN_DECISIONS", "compiled", "loaded", "preload_for", "worth_it"]
+import numpy as np
+
+__all__ = ["LARGE_RUN_DECISIONS", "compiled", "loaded", "loop_helper", "pcg64_next", "preload_for", "worth_it"]
 
 #: from this many decisions a run loads numba where installed (about 1.4 s on a thread of its own, paid back
 #: by the compiled slot draws and statistics of such a run; the results are the same either way)
@@ -27,6 +29,48 @@ LARGE_RUN_DECISIONS = 1 << 24
 
 _DONE: dict[Callable[..., Any], Callable[..., Any] | None] = {}
 _LOCK = threading.Lock()  # one compile per loop, whichever thread asks first
+_HELPERS: set[Callable[..., Any]] = set()   # plain functions that compiled loops call (compiled with them)
+
+
+def loop_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` as a helper of compiled loops: a loop that calls it by a module-level name gets it compiled
+    (and inlined) when the loop is compiled; called from plain Python it is the plain function."""
+    _HELPERS.add(fn)
+    return fn
+
+
+def _bind_helpers(numba: Any, loop: Callable[..., Any]) -> None:
+    """Replace each helper that ``loop`` names (in its module's globals) by its numba-compiled form."""
+    names = loop.__globals__
+    for name in loop.__code__.co_names:
+        fn = names.get(name)
+        if fn in _HELPERS:
+            names[name] = numba.njit(nogil=True, cache=True, inline="always")(fn)
+
+
+@loop_helper
+def pcg64_next(s_hi: Any, s_lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:
+    """numpy's PCG64 step on uint64 halves: the state ``(s_hi, s_lo) * M + (inc_hi, inc_lo)`` (mod 2**128)
+    and its XSL-RR 64-bit output, as ``(new_hi, new_lo, output)`` (the compiled loops' shared generator)."""
+    m32 = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    mult_hi = np.uint64(0x2360ED051FC65DA4)
+    mult_lo = np.uint64(0x4385DF649FCCF645)
+    a0 = s_lo & m32
+    a1 = s_lo >> s32
+    b0 = mult_lo & m32
+    b1 = mult_lo >> s32
+    p00 = a0 * b0
+    p01 = a0 * b1
+    p10 = a1 * b0
+    mid = (p00 >> s32) + (p01 & m32) + (p10 & m32)
+    new_hi = a1 * b1 + (p01 >> s32) + (p10 >> s32) + (mid >> s32) + s_lo * mult_hi + s_hi * mult_lo
+    new_lo = s_lo * mult_lo
+    lo = new_lo + inc_lo
+    hi = new_hi + inc_hi + (np.uint64(1) if lo < new_lo else np.uint64(0))
+    x = hi ^ lo
+    rot = hi >> np.uint64(58)
+    return hi, lo, (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
 
 
 def compiled(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], object]) -> Callable[..., Any] | None:
@@ -46,6 +90,7 @@ def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], obj
         numba = None
     if numba is not None:
         try:
+            _bind_helpers(numba, loop)
             fn = numba.njit(nogil=True, cache=True)(loop)
             probe(fn)
         except Exception:  # a numba that cannot compile here: keep the numpy path

@@ -57,19 +57,26 @@ def test_rejected_words_are_skipped_as_numpy_skips_them() -> None:
     assert got.tobytes() == _numpy_counts(np.random.default_rng(5), n, 2).tobytes()
 
 
-def test_short_word_supply_is_redrawn_not_truncated(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no slack every chunk runs short (rejections need extra words): the fill draws more and redoes
-    the chunk, still equal to numpy's draws; the loop itself reports a short supply, never reads past it."""
-    monkeypatch.setattr(compiled, "_SLACK", 0)
-    n = _REJECTING
-    kernel = compiled._kernel()
-    assert kernel(np.zeros(n - 1, dtype=np.uint32), n, np.empty((1, n))) == -1
-    ref = np.random.default_rng(9)
-    fill = compiled.BootstrapCounts(np.random.default_rng(9).bit_generator, n)
-    for c in (1, 3, 2):
-        got = np.empty((c, n))
-        fill(got)
-        assert got.tobytes() == _numpy_counts(ref, n, c).tobytes()
+@settings(max_examples=30, deadline=None)
+@given(n=st.sampled_from([3, 7, 1000, _REJECTING]), c=st.integers(1, 3), seed=st.integers(0, 2**32),
+       odd=st.booleans())
+def test_the_generator_is_left_where_numpy_leaves_it(n: int, c: int, seed: int, odd: bool) -> None:
+    """After a call the bit generator is where ``integers`` leaves it (its 128-bit state and the buffered
+    32-bit half), whether or not it held a buffered half before: the next draw of any kind is numpy's."""
+    ref, gen = np.random.default_rng(seed), np.random.default_rng(seed)
+    if odd:   # a buffered half to start from
+        ref.integers(0, 5, dtype=np.int64)
+        gen.integers(0, 5, dtype=np.int64)
+    got = np.empty((c, n))
+    compiled.BootstrapCounts(gen.bit_generator, n)(got)
+    assert got.tobytes() == _numpy_counts(ref, n, c).tobytes()
+    assert gen.bit_generator.state == ref.bit_generator.state
+    assert gen.integers(0, 2**40, size=3).tolist() == ref.integers(0, 2**40, size=3).tolist()
+
+
+def test_only_a_pcg64_is_stepped() -> None:
+    with pytest.raises(TypeError, match="PCG64"):
+        compiled.BootstrapCounts(np.random.Philox(1), 10)
 
 
 @pytest.mark.parametrize("n", [2, 257, 3000])

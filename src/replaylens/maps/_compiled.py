@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from replaylens._jit import compiled
+from replaylens._jit import compiled, pcg64_next
 
 __all__ = ["shuffle_loop"]
 
@@ -25,10 +25,6 @@ def _shuffles(hi: np.ndarray, lo: np.ndarray, inc_hi: np.ndarray, inc_lo: np.nda
     drawing blocks ``first[g]`` .. ``last[g] - 1`` from PCG64 state ``(hi, lo)``, increment ``(inc_hi, inc_lo)``."""
     m32 = np.uint64(0xFFFFFFFF)
     s32 = np.uint64(32)
-    mult_hi = np.uint64(0x2360ED051FC65DA4)
-    mult_lo = np.uint64(0x4385DF649FCCF645)
-    b0 = mult_lo & m32
-    b1 = mult_lo >> s32
     for g in range(hi.shape[0]):
         s_hi = hi[g]
         s_lo = lo[g]
@@ -51,21 +47,8 @@ def _shuffles(hi: np.ndarray, lo: np.ndarray, inc_hi: np.ndarray, inc_lo: np.nda
                         if has32:
                             v = buf
                             has32 = False
-                        else:  # PCG64: state = state * M + inc (mod 2**128), then the XSL-RR output
-                            a0 = s_lo & m32
-                            a1 = s_lo >> s32
-                            p00 = a0 * b0
-                            p01 = a0 * b1
-                            p10 = a1 * b0
-                            mid = (p00 >> s32) + (p01 & m32) + (p10 & m32)
-                            new_hi = a1 * b1 + (p01 >> s32) + (p10 >> s32) + (mid >> s32) + s_lo * mult_hi \
-                                + s_hi * mult_lo
-                            new_lo = s_lo * mult_lo
-                            s_lo = new_lo + inc_lo[g]
-                            s_hi = new_hi + inc_hi[g] + (np.uint64(1) if s_lo < new_lo else np.uint64(0))
-                            x = s_hi ^ s_lo
-                            rot = s_hi >> np.uint64(58)
-                            r = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
+                        else:  # PCG64: the next state and its 64-bit output
+                            s_hi, s_lo, r = pcg64_next(s_hi, s_lo, inc_hi[g], inc_lo[g])
                             buf = r >> s32
                             has32 = True
                             v = r & m32

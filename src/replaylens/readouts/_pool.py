@@ -90,6 +90,11 @@ class StreamValues:
     by_map: np.ndarray
     maps: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        for arr in (self.values, self.by_map):   # a value: its arrays are read-only (shared, e.g. by summary.json)
+            if isinstance(arr, np.ndarray):
+                arr.flags.writeable = False
+
     @property
     def estimate(self) -> float:
         return float(self.values.mean())
