@@ -295,7 +295,8 @@ def test_ascii_text_array_declines_what_it_cannot_lay_out() -> None:
 def test_values_at_scans_or_searches_a_row_alike(rows: list[tuple[str, str, str, float]], scan: int,
                                                  per_lookup: int) -> None:
     """``values_at`` on rows of many keys, a key listed twice (its last value, as the row's dict), any number of
-    tasks a lookup: scanning each row in place and searching the sorted entries give the row dicts' values."""
+    tasks a lookup: scanning each row in place and searching the sorted entries give the row dicts' values, and
+    ``first_uncovered`` finds the same first gap."""
     from replaylens.records import _coded_table as ct
 
     ref, got = _dict_table(rows), _coded(rows)
@@ -309,8 +310,13 @@ def test_values_at_scans_or_searches_a_row_alike(rows: list[tuple[str, str, str,
     try:
         ct._SCAN_KEYS, ct._LOOKUP_TASKS = scan, per_lookup
         assert got.values_at(g, menus, np.arange(len(menus))).tolist() == want
+        lacking = [*menus[:-1], (*menus[-1], "not a key")]
         with pytest.raises(KeyError) as err:
-            got.values_at(g, [*menus[:-1], (*menus[-1], "not a key")], np.arange(len(menus)))
+            got.values_at(g, lacking, np.arange(len(menus)))
         assert err.value.args == ("not a key",)
+        assert got.first_uncovered(g, menus, np.arange(len(menus))) == (-1, None)
+        assert got.first_uncovered(g, lacking, np.arange(len(menus))) == (len(menus) - 1, "not a key")
+        no_row = np.r_[g[:-1], -1]
+        assert got.first_uncovered(no_row, menus, np.arange(len(menus))) == (len(menus) - 1, None)
     finally:
         ct._SCAN_KEYS, ct._LOOKUP_TASKS = saved

@@ -20,7 +20,7 @@ from ._text_codes import decode_bytes
 
 __all__ = ["CodedTable"]
 
-#: tasks whose utilities :meth:`CodedTable.values_at` looks up at once (bounds its temporaries)
+#: tasks whose menu actions are looked up at once (:meth:`CodedTable.values_at`, ``first_uncovered``)
 _LOOKUP_TASKS = 1 << 16
 #: rows of at most this many keys are scanned for a key in place; longer ones are searched in sorted entries
 _SCAN_KEYS = 32
@@ -165,27 +165,16 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         # each task's menu codes, concatenated in task order (row-major over the padded rows)
         return lens, table[menu][np.arange(table.shape[1]) < lens[:, None]]
 
-    def _encoded(self, menus: Sequence[tuple[str, ...]], menu: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """:meth:`_wanted`, every stored (row, key) as ``row * width + key``, and ``width``."""
-        lens, want_k = self._wanted(menus, menu)
-        width = len(self._keys) + 1
-        have = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self._start)) * width + self._k
-        return lens, want_k, have, width
-
     def first_uncovered(self, g: np.ndarray, menus: Sequence[tuple[str, ...]], menu: np.ndarray
                         ) -> tuple[int, str | None]:
         """The first task (row ``g[i]``, see :meth:`rows_for`; menu ``menus[menu[i]]``) without a row
         (``(i, None)``) or with a menu action the row lacks (``(i, action)``, the first such action in menu
         order); ``(-1, None)`` when every task is covered."""
-        lens, want, have, width = self._encoded(menus, menu)
-        task_of = np.repeat(np.arange(g.shape[0], dtype=np.int64), lens)
-        ok = (want >= 0) & np.isin(g[task_of] * width + want, have)
-        bad = np.r_[np.flatnonzero(g < 0), task_of[~ok & (g[task_of] >= 0)]]
-        if bad.size == 0:
-            return -1, None
-        i = int(bad.min())
-        if g[i] < 0:
+        no_row = np.flatnonzero(g < 0)   # (a task with no row and an empty menu has no action to look up)
+        lacking = next(self._lookups(g, *self._wanted(menus, menu), missing_only=True), None)
+        found = ([int(no_row[0])] if no_row.size else []) + ([lacking[0]] if lacking is not None else [])
+        i = min(found, default=-1)
+        if i < 0 or g[i] < 0:
             return i, None
         row = self._row(int(g[i]))
         return i, next(a for a in menus[int(menu[i])] if a not in row)
@@ -193,11 +182,23 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
     def values_at(self, g: np.ndarray, menus: Sequence[tuple[str, ...]], menu: np.ndarray) -> np.ndarray:
         """``[row(g[i])[a] for i in tasks for a in menus[menu[i]]]`` as one float array, looked up on codes (a
         key listed twice in a row gives its last value, as the row's dict does); ``KeyError`` naming the first
-        task position without a row or the first missing action, like the row lookup.  :data:`_LOOKUP_TASKS`
-        tasks at a time, so the lookup's temporaries stay a few MB whatever the number of tasks."""
+        task position without a row or the first missing action, like the row lookup."""
         lens, want_k = self._wanted(menus, menu)
+        out = np.empty(int(lens.sum()), dtype=np.float64)
+        for i, a, at in self._lookups(g, lens, want_k):
+            if i >= 0:   # task i has no row, or lacks its menu's action number a
+                raise KeyError(i if g[i] < 0 else menus[int(menu[i])][a])
+            out[a : a + at.size] = self._u[at]
+        return out
+
+    def _lookups(self, g: np.ndarray, lens: np.ndarray, want_k: np.ndarray, *,
+                 missing_only: bool = False) -> Iterator[tuple[int, int, np.ndarray]]:
+        """The table entries of every task's menu actions (task ``i``: row ``g[i]``, its menu's ``lens[i]`` key
+        codes next in ``want_k``, as :meth:`_wanted` gives them), :data:`_LOOKUP_TASKS` tasks at a time (the
+        temporaries stay a few MB whatever the number of tasks): ``(-1, a, entries)`` for a chunk whose values
+        start at position ``a``, or, at the first action without an entry, ``(i, j, entries)`` (task ``i``, its
+        ``j``-th menu action) and nothing after; ``missing_only``: only that."""
         ends = np.cumsum(lens)
-        out = np.empty(int(ends[-1]) if ends.size else 0, dtype=np.float64)
         for i0 in range(0, int(g.shape[0]), _LOOKUP_TASKS):
             i1 = min(i0 + _LOOKUP_TASKS, int(g.shape[0]))
             a, b = int(ends[i0] - lens[i0]), int(ends[i1 - 1])
@@ -206,9 +207,10 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
             if missing.size:
                 bad = a + int(missing[0])
                 i = int(np.searchsorted(ends, bad, side="right"))
-                raise KeyError(i if g[i] < 0 else menus[int(menu[i])][bad - int(ends[i] - lens[i])])
-            out[a:b] = self._u[at]
-        return out
+                yield i, bad - int(ends[i] - lens[i]), at
+                return
+            if not missing_only:
+                yield -1, a, at
 
     def _entries(self, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """The entry (position in the table's columns) of each (row, key code), the row's last with that key;
