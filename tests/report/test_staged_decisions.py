@@ -5,6 +5,7 @@ staging file nor a result set."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -77,3 +78,46 @@ def test_a_run_handed_its_evaluator_releases_the_table_and_reports_the_same(tmp_
         len(handed.table)
     sub.evaluator.release()   # a table given as a mapping is the caller's: left as it is
     assert sub.evaluator.utilities(task).tolist() == kept.utilities(task).tolist()
+
+
+class _KeyMeans:
+    """Per-key means with a state fingerprint (a state-level response is read from the run's prepared replay)."""
+
+    name = "key-means"
+
+    def init_state(self) -> tuple[Any, ...]:
+        return ()
+
+    def update(self, state: tuple[Any, ...], task: str, key: str, outcome: float) -> tuple[Any, ...]:
+        d = dict(state)
+        n, m = d.get(key, (0, 0.0))
+        d[key] = (n + 1, m + (outcome - m) / (n + 1))
+        return tuple(sorted(d.items()))
+
+    def act(self, state: tuple[Any, ...], task: str, menu: tuple[str, ...], rng: object) -> str:
+        d = dict(state)
+        return max(menu, key=lambda a: (d.get(a, (0, 0.0))[1], a))
+
+    def state_fingerprint(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
+        return state
+
+
+def test_state_responses_come_from_the_runs_own_prepared_replay(tmp_path: Path) -> None:
+    """An agent with state fingerprints: the audit's state responses (read from the replay it prepared, its
+    utility table released before the agent ran) are those of a fresh preparation from the inputs."""
+    from replaylens.agents import Agent
+    from replaylens.records import read_evaluator, write_evaluator
+    from replaylens.report import run_audit, state_responses
+    from replaylens.settings import AuditSettings
+
+    sub = make_bandit(n_streams=4, slots_per_block=6, n_future=3, rng=11)
+    path = write_evaluator(sub.evaluator, tmp_path / "u.parquet")
+    w = _KeyMeans()
+    agent = Agent("key-means", w, w)
+    handed = read_evaluator(path)
+    res = run_audit(sub.history, sub.futures, handed, agent, AuditSettings(cells=("value", "pair"), n_resamples=40),
+                    release_utilities=True)
+    fresh = state_responses(sub.history, sub.futures, read_evaluator(path), agent, res.decisions.plan)
+    assert res.settings["state_response"] == fresh and fresh["value"]["changed"] > 0
+    with pytest.raises(RuntimeError, match="released"):
+        handed.utilities(sub.futures.tasks[0])

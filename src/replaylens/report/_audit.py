@@ -38,6 +38,7 @@ from ..readouts import (
 from ..records import Evaluator, FutureTasks, History
 from ..replay import (
     Decisions,
+    PreparedReplay,
     ReplayPlan,
     prepare_replay,
     state_fingerprinter,
@@ -300,9 +301,15 @@ def state_responses(history: History, futures: FutureTasks, evaluator: Evaluator
     fingerprint (``state_fingerprint(state)`` or plain hashable states); else empty."""
     if state_fingerprinter(agent) is None:
         return {}
-    prepared = prepare_replay(history, futures, evaluator, plan=plan)
+    return prepared_state_responses(prepare_replay(history, futures, evaluator, plan=plan), agent)
+
+
+def prepared_state_responses(prepared: PreparedReplay, agent: Agent) -> dict[str, dict[str, float]]:
+    """:func:`state_responses` of a prepared replay (an audit's own: its inputs are not prepared again)."""
+    if state_fingerprinter(agent) is None:
+        return {}
     out: dict[str, dict[str, float]] = {}
-    for cell in plan.cells[1:]:
+    for cell in prepared.plan.cells[1:]:
         if cell.menu_map:
             continue  # consistent renaming is the identity at ρ = id
         sr = state_response(prepared.plan, prepared.streams, agent, cell.name)

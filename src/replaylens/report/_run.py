@@ -19,10 +19,10 @@ from ..agents import Agent, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History
-from ..replay import PreparedReplay, plan_replay, prepare_replay, state_fingerprinter
+from ..replay import PreparedReplay, plan_replay, prepare_replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
 from ._ahead import ReportAhead
-from ._audit import AuditResult, extra_readouts, state_responses, summarize
+from ._audit import AuditResult, extra_readouts, prepared_state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 from ._publish import busy, check_different_run
 from ._render import write_results
@@ -69,8 +69,8 @@ def run_audit(
     :func:`~replaylens.report.parse_expectations`; read after ``before_replay``), judged in the summary's
     ``verdict``.  ``on_warning`` receives each warning line (default: :func:`warnings.warn`).
     ``release_utilities``: the caller hands ``evaluator`` to this run, which releases its table once the replay
-    has read every utility (:meth:`~replaylens.records.Evaluator.release`; the CLI does: 50 MB of a 10^6-record
-    audit's peak).
+    is prepared, every utility read (:meth:`~replaylens.records.Evaluator.release`; the CLI does: 50 MB of a
+    10^6-record audit's peak).
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
@@ -177,17 +177,14 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     if journal is not None:
         kw.update(journal=str(journal),
                   journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)})
-    if prepared is not None:
-        dec = prepared.run(agent, **kw)
-    else:   # a table handed to the run goes once prepared, unless the state responses replay it again below
-        dec = _replay(history, futures, evaluator, agent, plan, kw,
-                      release=release_utilities and state_fingerprinter(agent) is None)
+    ready = prepared if prepared is not None else prepare_replay(history, futures, evaluator, plan=plan)
+    if release_utilities:   # the prepared replay carries every utility the run reads: the replay's peak is without it
+        evaluator.release()
+    dec = ready.run(agent, **kw)
     if on_decisions is not None:
         on_decisions(dec)
-    # the last read of the utility table (an agent with state fingerprints replays the history cells again)
-    state = state_responses(history, futures, evaluator, agent, plan)
-    if release_utilities:
-        evaluator.release()   # the decisions carry every utility the readouts use
+    state = prepared_state_responses(ready, agent)   # from the same prepared streams, not prepared again
+    del ready
     release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
     rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level,
                      on_readouts=on_readouts)
@@ -200,16 +197,6 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     if expect:
         info["expectations"] = _declared(expect, plan)
     return AuditResult(dec, tuple(rows), settings.seed, settings.n_resamples, settings.level, agent, info)
-
-
-def _replay(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent, plan: Any,
-            kw: dict[str, Any], *, release: bool) -> Any:
-    """:func:`~replaylens.replay.replay` of ``plan``; ``release``: the evaluator's table is released once the
-    prepared replay holds every utility (before the agent runs: the replay's peak is without it)."""
-    ready = prepare_replay(history, futures, evaluator, plan=plan)
-    if release:
-        evaluator.release()
-    return ready.run(agent, **kw)
 
 
 def _declared(expect: Mapping[str, Any], plan: Any) -> dict[str, Any]:
