@@ -67,7 +67,7 @@ def _probe(fn: Callable[..., None]) -> None:
     fn(np.ones(6, dtype=np.uint64), 3, np.zeros((1, 3)))
 
 
-def _kernel() -> Callable[..., int] | None:
+def _kernel() -> Callable[..., None] | None:
     """The compiled counting loop, or ``None`` where numba is not installed or does not compile it."""
     return compiled(_pcg_lemire_counts, _probe)
 
