@@ -69,3 +69,19 @@ def test_the_shared_pcg64_step_is_numpys() -> None:
             outs.append(int(out))
     assert outs == bg.random_raw(5).tolist()
     assert (int(hi) << 64) | int(lo) == bg.state["state"]["state"]
+
+
+def test_mul_hi64_is_the_high_word_of_the_product_plain_and_compiled() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    pairs = [(a, b) for a, b in rng.integers(0, 2**64, size=(200, 2), dtype=np.uint64)]
+    top = np.uint64(2**64 - 1)
+    pairs += [(top, top), (np.uint64(0), np.uint64(5)), (np.uint64(1 << 63), np.uint64(2))]
+    with np.errstate(over="ignore"):
+        plain = [int(_jit.mul_hi64(a, b)) for a, b in pairs]
+    assert plain == [(int(a) * int(b)) >> 64 for a, b in pairs]
+    if importlib.util.find_spec("numba") is None:
+        require("fast", "numba (the fast extra) is not installed")
+    native = importlib.import_module("replaylens._jit_native")
+    assert [int(native.mul_hi64(a, b)) for a, b in pairs] == plain

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LARGE_RUN_DECISIONS", "compiled", "loaded", "loop_helper", "pcg64_next", "preload_for", "worth_it"]
+__all__ = ["LARGE_RUN_DECISIONS", "compiled", "loaded", "loop_helper", "mul_hi64", "native_helper", "pcg64_next",
+           "preload_for", "worth_it"]
 
 #: from this many decisions a run loads numba where installed (about 1.4 s on a thread of its own, paid back
 #: by the compiled slot draws and statistics of such a run; the results are the same either way)
@@ -30,6 +31,8 @@ LARGE_RUN_DECISIONS = 1 << 24
 _DONE: dict[Callable[..., Any], Callable[..., Any] | None] = {}
 _LOCK = threading.Lock()  # one compile per loop, whichever thread asks first
 _HELPERS: set[Callable[..., Any]] = set()   # plain functions that compiled loops call (compiled with them)
+_NATIVE: dict[Callable[..., Any], str] = {}  # helpers whose compiled form is written for numba (_jit_native)
+_FORMS: dict[Callable[..., Any], Any] = {}   # each helper's compiled form, made once
 
 
 def loop_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -39,32 +42,57 @@ def loop_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def native_helper(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark ``fn`` as a loop helper whose compiled form is ``replaylens._jit_native.<name>`` (written for numba
+    itself, e.g. with an LLVM intrinsic) rather than ``fn`` compiled; ``fn`` stays its plain-Python meaning."""
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _HELPERS.add(fn)
+        _NATIVE[fn] = name
+        return fn
+    return mark
+
+
+def _helper_form(numba: Any, fn: Callable[..., Any]) -> Any:
+    """The compiled form of helper ``fn`` (its own helpers bound first), made once."""
+    if fn not in _FORMS:
+        if fn in _NATIVE:
+            _FORMS[fn] = getattr(importlib.import_module("replaylens._jit_native"), _NATIVE[fn])
+        else:
+            _bind_helpers(numba, fn)
+            _FORMS[fn] = numba.njit(nogil=True, cache=True, inline="always")(fn)
+    return _FORMS[fn]
+
+
 def _bind_helpers(numba: Any, loop: Callable[..., Any]) -> None:
     """Replace each helper that ``loop`` names (in its module's globals) by its numba-compiled form."""
     names = loop.__globals__
     for name in loop.__code__.co_names:
         fn = names.get(name)
         if fn in _HELPERS:
-            names[name] = numba.njit(nogil=True, cache=True, inline="always")(fn)
+            names[name] = _helper_form(numba, fn)
+
+
+@native_helper("mul_hi64")
+def mul_hi64(a: Any, b: Any) -> Any:
+    """The high 64 bits of the 128-bit product of uint64 ``a`` and ``b`` (four 32-bit products here; one
+    multiply in the compiled form)."""
+    m32 = np.uint64(0xFFFFFFFF)
+    s32 = np.uint64(32)
+    a0, a1 = a & m32, a >> s32
+    b0, b1 = b & m32, b >> s32
+    p01 = a0 * b1
+    p10 = a1 * b0
+    mid = ((a0 * b0) >> s32) + (p01 & m32) + (p10 & m32)
+    return a1 * b1 + (p01 >> s32) + (p10 >> s32) + (mid >> s32)
 
 
 @loop_helper
 def pcg64_next(s_hi: Any, s_lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any, Any]:
     """numpy's PCG64 step on uint64 halves: the state ``(s_hi, s_lo) * M + (inc_hi, inc_lo)`` (mod 2**128)
     and its XSL-RR 64-bit output, as ``(new_hi, new_lo, output)`` (the compiled loops' shared generator)."""
-    m32 = np.uint64(0xFFFFFFFF)
-    s32 = np.uint64(32)
     mult_hi = np.uint64(0x2360ED051FC65DA4)
     mult_lo = np.uint64(0x4385DF649FCCF645)
-    a0 = s_lo & m32
-    a1 = s_lo >> s32
-    b0 = mult_lo & m32
-    b1 = mult_lo >> s32
-    p00 = a0 * b0
-    p01 = a0 * b1
-    p10 = a1 * b0
-    mid = (p00 >> s32) + (p01 & m32) + (p10 & m32)
-    new_hi = a1 * b1 + (p01 >> s32) + (p10 >> s32) + (mid >> s32) + s_lo * mult_hi + s_hi * mult_lo
+    new_hi = mul_hi64(s_lo, mult_lo) + s_lo * mult_hi + s_hi * mult_lo
     new_lo = s_lo * mult_lo
     lo = new_lo + inc_lo
     hi = new_hi + inc_hi + (np.uint64(1) if lo < new_lo else np.uint64(0))

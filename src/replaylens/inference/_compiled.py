@@ -22,7 +22,7 @@ import numpy as np
 
 from replaylens._jit import compiled, pcg64_next
 
-__all__ = ["BootstrapCounts", "compiled_available"]
+__all__ = ["BootstrapCounts", "compiled_available", "nibble_sums"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -42,19 +42,26 @@ def _pcg_lemire_counts(state: np.ndarray, n: int, counts: np.ndarray) -> None:
     for r in range(counts.shape[0]):
         tally[:] = 0
         i = 0
-        while i < n:
-            if has32:   # the high half of the last output, kept (numpy's next_uint32)
-                v = buf
-                has32 = False
-            else:  # PCG64: the next state and its 64-bit output
-                s_hi, s_lo, out = pcg64_next(s_hi, s_lo, inc_hi, inc_lo)
-                buf = out >> s32
-                has32 = True
-                v = out & m32
-            m = v * bound
+        if has32:   # the high half of the last output, kept (numpy's next_uint32)
+            has32 = False
+            m = buf * bound
             if (m & m32) >= threshold:
                 tally[m >> s32] += 1
                 i += 1
+        while i < n:   # PCG64: the next state and its 64-bit output, both halves (low first)
+            s_hi, s_lo, out = pcg64_next(s_hi, s_lo, inc_hi, inc_lo)
+            m = (out & m32) * bound
+            if (m & m32) >= threshold:
+                tally[m >> s32] += 1
+                i += 1
+            buf = out >> s32   # (numpy keeps the high half whether or not it is used next)
+            if i < n:
+                m = buf * bound
+                if (m & m32) >= threshold:
+                    tally[m >> s32] += 1
+                    i += 1
+            else:
+                has32 = True
         for j in range(n):
             counts[r, j] = tally[j]
     state[0] = s_hi
@@ -65,6 +72,26 @@ def _pcg_lemire_counts(state: np.ndarray, n: int, counts: np.ndarray) -> None:
 
 def _probe(fn: Callable[..., None]) -> None:
     fn(np.ones(6, dtype=np.uint64), 3, np.zeros((1, 3)))
+
+
+def _nibble_sums(nibbles: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """``out[r] += table[g, nibbles[g, r]]`` for every group ``g`` in increasing order (the sign-flip sums of
+    :func:`._shared._sign_sums`; ``nibbles`` ``(G, c)`` uint8, ``table`` ``(G, 16, K)``, ``out`` ``(c, K)``)."""
+    k_n = out.shape[1]
+    for g in range(table.shape[0]):
+        for r in range(out.shape[0]):
+            v = nibbles[g, r]
+            for k in range(k_n):
+                out[r, k] += table[g, v, k]
+
+
+def _probe_sums(fn: Callable[..., None]) -> None:
+    fn(np.zeros((1, 1), dtype=np.uint8), np.zeros((1, 16, 1)), np.zeros((1, 1)))
+
+
+def nibble_sums() -> Callable[..., None] | None:
+    """The compiled sign-flip sums (:func:`_nibble_sums`), or ``None`` where numba is not installed."""
+    return compiled(_nibble_sums, _probe_sums)
 
 
 def _kernel() -> Callable[..., None] | None:

@@ -33,6 +33,9 @@ def read_inputs(history: str | os.PathLike[str], futures: str | os.PathLike[str]
         pool.submit(f.fingerprint)
         e = read_evaluator(utilities)
         pool.submit(e.fingerprint)
-        return h, f, e
-    finally:
+    except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)   # a read failed: what has not started is dropped
+        raise
+    # the queued hashes go on beside the caller's next steps (whoever asks for one waits for it: memoized)
+    pool.shutdown(wait=False)
+    return h, f, e

@@ -100,8 +100,11 @@ def run_audit(
         if out is not None:
             restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
                                           overwrite) or restart
-            for obj in (history, futures, evaluator):   # the manifest's content hashes (kept), taken now: their
-                obj.fingerprint()                        # temporaries fall before the replay's peak, not on top
+            # the manifest's content hashes (kept), taken now: their temporaries fall before the replay's peak, not
+            # on top; a handed evaluator's is taken by its release, right after the replay is prepared (a hash
+            # already under way, as read_inputs starts one, then goes on beside the preparation)
+            for obj in (history, futures) if release_utilities else (history, futures, evaluator):
+                obj.fingerprint()
         staged: list[StagedDecisions] = []
         ahead: list[ReportAhead] = []
 
@@ -180,6 +183,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     ready = prepared if prepared is not None else prepare_replay(history, futures, evaluator, plan=plan)
     if release_utilities:   # the prepared replay carries every utility the run reads: the replay's peak is without it
         evaluator.release()
+        release_freed_memory()   # (its columns, and what its content hash left, before the replay's peak)
     dec = ready.run(agent, **kw)
     if on_decisions is not None:
         on_decisions(dec)
@@ -188,6 +192,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     release_freed_memory()  # the replay's temporaries, before the statistics allocate theirs
     rows = summarize(dec, seed=settings.seed, n_resamples=settings.n_resamples, level=settings.level,
                      on_readouts=on_readouts)
+    release_freed_memory()  # the resampling's blocks and tables, before the report is rendered beside the writer
     info = {"state_response": state,
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,
