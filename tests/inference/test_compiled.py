@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import require
-from replaylens.inference import shared_bootstrap, shared_sign_flip_tests
+from replaylens.inference import shared_bootstrap
 
 compiled = importlib.import_module("replaylens.inference._compiled")
 shared = importlib.import_module("replaylens.inference._shared")
@@ -92,39 +92,3 @@ def test_shared_bootstrap_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: 
     for a, b in zip(plain, fast, strict=True):
         assert a.distribution.tobytes() == b.distribution.tobytes()
         assert a.low.tobytes() == b.low.tobytes() and a.high.tobytes() == b.high.tobytes()
-
-
-@pytest.mark.parametrize("n", [30, 257, 3000])
-def test_sign_flip_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
-    """The sign-flip sums (nibble tables added group after group) are the same bytes from numba's loop and
-    from the numpy path, whatever the number of column groups the tables are built in."""
-    values = np.random.default_rng(n).normal(size=(n, 5))
-    monkeypatch.setattr(shared, "compiled_available", lambda: False)
-    assert not shared._use_compiled(n, 700)
-    plain = shared_sign_flip_tests(values, n_resamples=700, seed=17, threads=2)
-    monkeypatch.setattr(shared, "compiled_available", compiled.compiled_available)
-    monkeypatch.setattr(shared, "COMPILED_CELLS", 0)
-    assert shared._use_compiled(n, 700)
-    fast = shared_sign_flip_tests(values, n_resamples=700, seed=17, threads=2)
-    monkeypatch.setattr(shared, "_MAX_TABLE", 1)   # one column's table at a time
-    grouped = shared_sign_flip_tests(values, n_resamples=700, seed=17, threads=1)
-    for a, b, c in zip(plain, fast, grouped, strict=True):
-        assert a.null_distribution.tobytes() == b.null_distribution.tobytes() == c.null_distribution.tobytes()
-        assert a.pvalue == b.pvalue == c.pvalue
-
-
-@settings(max_examples=25, deadline=None)
-@given(groups=st.integers(1, 40), c=st.integers(1, 9), k=st.integers(1, 4), seed=st.integers(0, 2**32))
-def test_nibble_sums_loop_equals_the_numpy_path(groups: int, c: int, k: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    nibbles = rng.integers(0, 16, size=(groups, c), dtype=np.uint8)
-    table = rng.normal(size=(groups, 16, k)) * 10.0 ** rng.integers(-8, 8, size=(groups, 16, k))
-    start = rng.normal(size=(c, k))
-    plain, fast = start.copy(), start.copy()
-    shared._sign_sums(nibbles, table, plain)
-    shared._sign_sums(nibbles, table, fast, compiled=True)
-    assert plain.tobytes() == fast.tobytes()
-    expect = start.copy()
-    for g in range(groups):   # the documented order: one group after another
-        expect = expect + table[g, nibbles[g]]
-    assert plain.tobytes() == expect.tobytes()

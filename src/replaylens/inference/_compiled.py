@@ -22,7 +22,7 @@ import numpy as np
 
 from replaylens._jit import compiled, pcg64_next
 
-__all__ = ["BootstrapCounts", "compiled_available", "nibble_sums"]
+__all__ = ["BootstrapCounts", "compiled_available"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -72,26 +72,6 @@ def _pcg_lemire_counts(state: np.ndarray, n: int, counts: np.ndarray) -> None:
 
 def _probe(fn: Callable[..., None]) -> None:
     fn(np.ones(6, dtype=np.uint64), 3, np.zeros((1, 3)))
-
-
-def _nibble_sums(nibbles: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
-    """``out[r] += table[g, nibbles[g, r]]`` for every group ``g`` in increasing order (the sign-flip sums of
-    :func:`._shared._sign_sums`; ``nibbles`` ``(G, c)`` uint8, ``table`` ``(G, 16, K)``, ``out`` ``(c, K)``)."""
-    k_n = out.shape[1]
-    for g in range(table.shape[0]):
-        for r in range(out.shape[0]):
-            v = nibbles[g, r]
-            for k in range(k_n):
-                out[r, k] += table[g, v, k]
-
-
-def _probe_sums(fn: Callable[..., None]) -> None:
-    fn(np.zeros((1, 1), dtype=np.uint8), np.zeros((1, 16, 1)), np.zeros((1, 1)))
-
-
-def nibble_sums() -> Callable[..., None] | None:
-    """The compiled sign-flip sums (:func:`_nibble_sums`), or ``None`` where numba is not installed."""
-    return compiled(_nibble_sums, _probe_sums)
 
 
 def _kernel() -> Callable[..., None] | None:

@@ -43,7 +43,7 @@ from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
-from ._compiled import BootstrapCounts, compiled_available, nibble_sums
+from ._compiled import BootstrapCounts, compiled_available
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
@@ -56,10 +56,8 @@ _MAX_CELLS = 1 << 20
 #: (cluster, draw) cells from which the compiled draw-and-count loop is used when numba is installed (below
 #: it, importing numba costs more than it saves)
 COMPILED_CELLS = 1 << 28
-#: at most this many sign nibbles (bytes) of a block's draws at once
-_MAX_NIBBLES = 1 << 22
-#: at most this many bytes of sign tables (``32 n`` per column) at once: the columns go in groups under it
-_MAX_TABLE = 1 << 25
+#: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
+_SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
 
 
 def _threads(threads: int | None) -> int:
@@ -112,69 +110,18 @@ def _use_compiled(n: int, n_resamples: int) -> bool:
     return worth_it(n * n_resamples, COMPILED_CELLS) and compiled_available()
 
 
-def _sign_table(values: np.ndarray) -> np.ndarray:
-    """``(G, 16, K)`` partial sums of ``values`` ``(4 G, K)``: entry ``[g, s]`` is ``±v0 ± v1 ± v2 ± v3`` added
-    left to right, ``v_j`` cluster ``4g + j``, negated where bit ``j`` of ``s`` is set (filled in place, one
-    sign pattern at a time: no whole-table temporary)."""
-    quads = values.reshape(-1, 4, values.shape[1])
-    table = np.empty((quads.shape[0], 16, quads.shape[2]), dtype=np.float64)
-    for s in range(16):
-        out = table[:, s, :]
-        if s & 1:
-            np.negative(quads[:, 0, :], out=out)
-        else:
-            out[...] = quads[:, 0, :]
-        for j in range(1, 4):
-            (np.subtract if s >> j & 1 else np.add)(out, quads[:, j, :], out=out)
-    return table
-
-
-def _nibbles(words: np.ndarray) -> np.ndarray:
-    """``(16 * width, c)`` uint8: row ``g`` holds nibble ``g`` of each of the ``c`` rows of raw words
-    ``(c, width)``, bits ``4g .. 4g + 3`` of the row read least significant first (the signs of clusters
-    ``4g .. 4g + 3``); a group's nibbles lie side by side for the sums."""
-    raw = np.ascontiguousarray(np.ascontiguousarray(words, dtype="<u8").view(np.uint8).T)   # byte b: bits 8b..8b+7
-    out = np.empty((2 * raw.shape[0], raw.shape[1]), dtype=np.uint8)
-    np.bitwise_and(raw, 15, out=out[0::2])
-    np.right_shift(raw, 4, out=out[1::2])
-    return out
-
-
-def _sign_sums(nibbles: np.ndarray, table: np.ndarray, out: np.ndarray, *, compiled: bool = False) -> None:
-    """``out[r] += table[g, nibbles[g, r]]`` for ``g = 0, 1, ...`` in turn: each draw's signed sum, added group
-    after group (no BLAS), so the bytes are the same on every machine and thread count; ``compiled``: the same
-    additions in numba's loop (:func:`._compiled.nibble_sums`)."""
-    kernel = nibble_sums() if compiled else None
-    if kernel is not None:
-        kernel(nibbles, table, out)
-        return
-    g_n, k = table.shape[0], table.shape[2]
-    c = out.shape[0]
-    step = max(1, _MAX_CELLS // max(1, c * k) - 1)
-    flat = table.reshape(g_n * 16, k)
-    buf = np.empty((step + 1, c, k), dtype=np.float64)
-    for g0 in range(0, g_n, step):
-        g1 = min(g_n, g0 + step)
-        index = nibbles[g0:g1].astype(np.intp) + 16 * np.arange(g0, g1)[:, None]   # (groups, c)
-        buf[0] = out
-        flat.take(index, axis=0, out=buf[1 : g1 - g0 + 1])
-        np.add.accumulate(buf[: g1 - g0 + 1], axis=0, out=buf[: g1 - g0 + 1])   # left to right, as the loop
-        out[:] = buf[g1 - g0]
-
-
-def _signflip_block(seed: int, block: int, table: np.ndarray, n: int, draws: int, out: np.ndarray, *,
-                    compiled: bool = False) -> None:
-    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``): each sign vector is
-    ``width = 4 G / 64`` raw 64-bit words of the block's generator, drawn row after row."""
-    width = table.shape[0] // 16
-    rows = max(1, min(BLOCK, _MAX_NIBBLES // table.shape[0]))
+def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray) -> None:
+    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``)."""
+    width = padded.shape[0] // 64  # raw words per sign vector
+    rows = _rows_per_product(padded.shape[0])
     bg = np.random.default_rng(derive_seed(seed, "audit-signflip", block)).bit_generator
-    out[:] = 0.0
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
-        _sign_sums(_nibbles(bg.random_raw(c * width).reshape(c, width)), table, out[r0 : r0 + c],
-                   compiled=compiled)
+        raw = bg.random_raw(c * width).astype("<u8", copy=False)
+        signs = _SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
+        np.dot(signs, padded, out=out[r0 : r0 + c])
     out /= n
+
 
 
 @contextlib.contextmanager
@@ -299,24 +246,14 @@ def shared_sign_flip_tests(
     if n <= _MAX_EXACT and (1 << n) <= n_resamples:
         return [sign_flip_test(v[:, j], n_resamples=n_resamples, rng=seed) for j in range(k)]
     padded = np.zeros((64 * math.ceil(n / 64), k), dtype=np.float64)
-    padded[:n] = v  # the bits past n sign zeros
+    padded[:n] = v  # the bits past n multiply zeros
     null = np.empty((n_resamples, k), dtype=np.float64)
-    compiled = _use_compiled(n, n_resamples)
-    per_group = max(1, _MAX_TABLE // (32 * padded.shape[0]))   # columns whose tables are held at once
-    for k0 in range(0, k, per_group):   # (a column's sums do not depend on the others')
-        k1 = min(k, k0 + per_group)
-        table = _sign_table(padded[:, k0:k1])
-        part = null if k1 - k0 == k else np.empty((n_resamples, k1 - k0), dtype=np.float64)
 
-        def block(b: int, table: np.ndarray = table, part: np.ndarray = part) -> None:
-            r0 = b * BLOCK
-            _signflip_block(seed, b, table, n, min(BLOCK, n_resamples - r0), part[r0 : r0 + BLOCK],
-                            compiled=compiled)
+    def block(b: int) -> None:
+        r0 = b * BLOCK
+        _signflip_block(seed, b, padded, n, min(BLOCK, n_resamples - r0), null[r0 : r0 + BLOCK])
 
-        _run_blocks(block, n_resamples, _threads(threads))
-        if part is not null:
-            null[:, k0:k1] = part
-        del table, part
+    _run_blocks(block, n_resamples, _threads(threads))
     statistic = _column_means(v)
     out = []
     for j in range(k):

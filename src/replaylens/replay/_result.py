@@ -28,14 +28,6 @@ def _pieces(n_blocks: int, n: int, per_write: int, rows_per_group: int) -> list[
     return out
 
 
-#: decision columns written without a dictionary (high cardinality: a dictionary costs more than it saves)
-_PLAIN = frozenset({"task", "utility", "oracle_utility"})
-#: columns written with their own encoding instead of a dictionary
-_ENCODED: dict[str, str] = {}
-#: columns written uncompressed
-_UNCOMPRESSED = frozenset({"utility", "oracle_utility"})
-
-
 @dataclass(frozen=True, eq=False)
 class Decisions:
     """All future decisions of a replay.
@@ -154,9 +146,9 @@ class Decisions:
         # compressed (random doubles: snappy gains nothing there); values are encoded 65,536 at a time (pyarrow's
         # default 1,024 cost ~15% more time on 4*10^6 decisions; the pages, and so the content, are unchanged).
         # A 24 M-decision table: 6.3 s -> 3.5 s of CPU with the dictionaries and required fields (session 13).
-        plain = _PLAIN | set(_ENCODED)
+        plain = {"task", "utility", "oracle_utility"}
         with_stats = ["task_index", "cell", "map", "draw", "repeat"]
-        compression = {name: "none" if name in _UNCOMPRESSED else "snappy" for name in DECISION_COLUMNS}
+        compression = {name: "none" if name in ("utility", "oracle_utility") else "snappy" for name in DECISION_COLUMNS}
         writer = None
         schema: Any = None
         try:
@@ -191,7 +183,7 @@ class Decisions:
                     writer = pq.ParquetWriter(path, table.schema,
                                               use_dictionary=[x for x in table.column_names if x not in plain],
                                               write_statistics=with_stats, compression=compression,
-                                              column_encoding=dict(_ENCODED) or None, write_batch_size=1 << 16)
+                                              write_batch_size=1 << 16)
                 writer.write_table(table, row_group_size=rows_per_group)
         finally:
             if writer is not None:
