@@ -1,5 +1,5 @@
-"""read_inputs: the three files read in order, each fingerprint taken on a thread beside the next read (issue 27):
-the same contents and fingerprints as reading them one by one, and the same first error."""
+"""read_inputs: the three files read (the utilities first), each fingerprint taken on a thread beside the next read
+(issue 27): the same contents and fingerprints as reading them one by one, and the same first error."""
 
 from __future__ import annotations
 
@@ -51,3 +51,41 @@ def test_read_inputs_reports_the_first_bad_file_and_leaves_no_thread(files: tupl
         if t.name.startswith("replaylens-fingerprint") and t.name not in before:
             t.join(timeout=30)
             assert not t.is_alive()
+
+
+def test_a_bad_utility_file_is_named_only_after_the_other_two_are_read(files: tuple[Path, Path, Path],
+                                                                       tmp_path: Path) -> None:
+    """The utilities are read first (their hash is the longest), but the first bad file in argument order is the
+    one reported, as reading them one by one would."""
+    bad_history = tmp_path / "h.jsonl"
+    bad_history.write_text('{"stream": "s0"}\n')
+    with pytest.raises(InputError) as err:
+        read_inputs(bad_history, files[1], tmp_path / "missing.parquet")
+    assert str(bad_history) in str(err.value)
+    with pytest.raises(InputError) as err:
+        read_inputs(files[0], files[1], tmp_path / "missing.parquet")
+    assert "missing.parquet" in str(err.value)
+
+
+def test_every_hash_is_taken_on_the_thread_after_a_successful_read(files: tuple[Path, Path, Path],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queued hashes go on after read_inputs returns (they were cancelled once: the last one was then
+    computed again on the caller's thread)."""
+    from replaylens.records import Evaluator, FutureTasks, History
+
+    seen: list[tuple[str, str]] = []
+    for cls in (History, FutureTasks, Evaluator):
+        real = cls.fingerprint
+
+        def watched(self: object, real: object = real, name: str = cls.__name__) -> str:
+            seen.append((name, threading.current_thread().name))
+            return real(self)  # type: ignore[operator, no-any-return]
+
+        monkeypatch.setattr(cls, "fingerprint", watched)
+    before = {t.name for t in threading.enumerate()}
+    read_inputs(*files)
+    for t in threading.enumerate():
+        if t.name.startswith("replaylens-fingerprint") and t.name not in before:
+            t.join(timeout=60)
+    assert sorted(name for name, _ in seen) == ["Evaluator", "FutureTasks", "History"]
+    assert all(thread.startswith("replaylens-fingerprint") for _, thread in seen)

@@ -121,3 +121,45 @@ def test_state_responses_come_from_the_runs_own_prepared_replay(tmp_path: Path) 
     assert res.settings["state_response"] == fresh and fresh["value"]["changed"] > 0
     with pytest.raises(RuntimeError, match="released"):
         handed.utilities(sub.futures.tasks[0])
+
+
+def test_the_table_is_flushed_while_it_is_written_and_the_flusher_stops(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staging file's pages go to disk every FLUSH_EVERY seconds while the encoder writes (the final fsync
+    then has little left), on the staging file itself; the flushing thread ends with the write."""
+    import os
+    import threading
+    import time
+
+    from replaylens.report import _staged
+
+    sub = make_bandit(n_streams=4, slots_per_block=8, n_future=4, rng=5)
+    res = audit(sub.history, sub.futures, sub.evaluator, load_agent("mean"), cells="value,pair", maps="1032",
+                n_resamples=50, seed=3)
+    flushed: list[int] = []
+    real_sync = os.fdatasync
+
+    def counted(fd: int) -> None:
+        flushed.append(os.fstat(fd).st_ino)
+        real_sync(fd)
+
+    real_write = type(res.decisions).to_parquet
+
+    def slow(self: object, path: object, **kw: object) -> None:
+        time.sleep(0.3)   # long enough for a few flushes
+        real_write(self, path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_staged, "FLUSH_EVERY", 0.05)
+    monkeypatch.setattr(_staged.os, "fdatasync", counted)
+    monkeypatch.setattr(type(res.decisions), "to_parquet", slow)
+    staged = _staged.StagedDecisions(res.decisions, tmp_path)
+    inode = None
+    while inode is None:
+        try:
+            inode = staged.path.stat().st_ino
+        except FileNotFoundError:
+            time.sleep(0.01)
+    staged.move_to(tmp_path / "decisions.parquet")
+    assert len(flushed) >= 2 and set(flushed) == {inode}
+    assert not [t for t in threading.enumerate() if t.name == "replaylens-decisions-flush"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "decisions.parquet"), res.decisions.frame())

@@ -83,7 +83,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
         click.echo(f"replaylens: warning: {warn}", err=True)
     console = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True) as bar, \
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, transient=True,
+                  disable=quiet) as bar, \
             model_progress(console, bar):
         task = bar.add_task("replay", total=None, info="decisions")
 

@@ -24,15 +24,25 @@ __all__ = ["read_inputs"]
 def read_inputs(history: str | os.PathLike[str], futures: str | os.PathLike[str],
                 utilities: str | os.PathLike[str]) -> tuple[History, FutureTasks, Evaluator]:
     """``(read_history(history), read_futures(futures), read_evaluator(utilities))``, the fingerprints taken
-    on one thread beside the reads (the same objects and values as reading them one by one)."""
+    on one thread beside the reads (the same objects, values and first error as reading them one by one)."""
     pool = ThreadPoolExecutor(1, thread_name_prefix="replaylens-fingerprint")
     try:
+        # the utilities first: theirs is the longest hash, taken beside the two other reads; a bad utility file
+        # is reported once the others are read, so the first bad file in argument order is the one named
+        e: Evaluator | None = None
+        late: Exception | None = None
+        try:
+            e = read_evaluator(utilities)
+            pool.submit(e.fingerprint)
+        except Exception as exc:
+            late = exc
         h = read_history(history)
         pool.submit(h.fingerprint)
         f = read_futures(futures)
         pool.submit(f.fingerprint)
-        e = read_evaluator(utilities)
-        pool.submit(e.fingerprint)
+        if late is not None:
+            raise late
+        assert e is not None
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)   # a read failed: what has not started is dropped
         raise

@@ -100,7 +100,7 @@ class Decisions:
             "oracle_utility": self.utility[i, self.oracle[i]],
         })
 
-    def to_parquet(self, path: Any, *, rows_per_group: int = 1 << 20) -> None:
+    def to_parquet(self, path: Any, *, rows_per_group: int = 1 << 18) -> None:
         """Write :meth:`frame` to Parquet from the integer codes, one (cell, map, draw, repeat) block of tasks
         (or several small ones) at a time: the per-task columns are built once, the chosen utilities per block,
         so memory stays bounded by one block whatever the number of decisions and no per-decision Python

@@ -100,11 +100,8 @@ def run_audit(
         if out is not None:
             restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
                                           overwrite) or restart
-            # the manifest's content hashes (kept), taken now: their temporaries fall before the replay's peak, not
-            # on top; a handed evaluator's is taken by its release, right after the replay is prepared (a hash
-            # already under way, as read_inputs starts one, then goes on beside the preparation)
-            for obj in (history, futures) if release_utilities else (history, futures, evaluator):
-                obj.fingerprint()
+            for obj in (history, futures, evaluator):   # the manifest's content hashes (kept), taken now: their
+                obj.fingerprint()                        # temporaries fall before the replay's peak, not on top
         staged: list[StagedDecisions] = []
         ahead: list[ReportAhead] = []
 
