@@ -20,11 +20,22 @@ from collections.abc import Callable
 
 import numpy as np
 
-from replaylens._jit import compiled, pcg64_next
+from replaylens._jit import compiled, loop_helper, pcg64_next
 
 __all__ = ["BootstrapCounts", "compiled_available"]
 
 _MASK64 = (1 << 64) - 1
+
+
+@loop_helper
+def _lemire_count(word: np.uint64, bound: np.uint64, threshold: np.uint64, tally: np.ndarray) -> int:
+    """One 32-bit ``word`` through Lemire's multiply-shift on ``[0, bound)``: counted in ``tally`` (1) unless
+    the product's low half falls below ``threshold`` (rejected: 0)."""
+    m = word * bound
+    if (m & np.uint64(0xFFFFFFFF)) >= threshold:
+        tally[m >> np.uint64(32)] += 1
+        return 1
+    return 0
 
 
 def _pcg_lemire_counts(state: np.ndarray, n: int, counts: np.ndarray) -> None:
@@ -44,22 +55,13 @@ def _pcg_lemire_counts(state: np.ndarray, n: int, counts: np.ndarray) -> None:
         i = 0
         if has32:   # the high half of the last output, kept (numpy's next_uint32)
             has32 = False
-            m = buf * bound
-            if (m & m32) >= threshold:
-                tally[m >> s32] += 1
-                i += 1
+            i += _lemire_count(buf, bound, threshold, tally)
         while i < n:   # PCG64: the next state and its 64-bit output, both halves (low first)
             s_hi, s_lo, out = pcg64_next(s_hi, s_lo, inc_hi, inc_lo)
-            m = (out & m32) * bound
-            if (m & m32) >= threshold:
-                tally[m >> s32] += 1
-                i += 1
+            i += _lemire_count(out & m32, bound, threshold, tally)
             buf = out >> s32   # (numpy keeps the high half whether or not it is used next)
             if i < n:
-                m = buf * bound
-                if (m & m32) >= threshold:
-                    tally[m >> s32] += 1
-                    i += 1
+                i += _lemire_count(buf, bound, threshold, tally)
             else:
                 has32 = True
         for j in range(n):
