@@ -17,10 +17,11 @@ import replaylens
 SRC = Path(replaylens.__file__).parent
 
 # The house, lowest first.  A layer imports only layers of lower rank (errors, rng and the root package's
-# shared internals _imports, _durable, _memory and _jit are the base).  llm, stores, memory and retrieval are product
-# integrations: above the core, below the CLI.  The paper wing is on top of everything.
+# shared internals _imports, _durable, _memory, _gc and _jit are the base).  llm, stores, memory and retrieval are
+# product integrations: above the core, below the CLI.  The paper wing is on top of everything.
 RANK: dict[str, float] = {
-    "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_memory": 0, "_jit": 0, "_jit_native": 0, "_version": 0,
+    "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_memory": 0, "_gc": 0, "_jit": 0, "_jit_native": 0,
+    "_version": 0,
     "settings": 0.5,
     "records": 1,
     "bandit": 1.5,
@@ -39,7 +40,7 @@ RANK: dict[str, float] = {
     "cli": 10,
     "paper": 20,
 }
-BASE = ("errors", "rng", "_imports", "_durable", "_memory", "_jit", "_jit_native", "_version")
+BASE = ("errors", "rng", "_imports", "_durable", "_memory", "_gc", "_jit", "_jit_native", "_version")
 CORE_LADDER = ("records", "maps", "interventions", "agents", "replay", "readouts", "report", "cli")
 
 

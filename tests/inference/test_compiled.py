@@ -92,3 +92,30 @@ def test_shared_bootstrap_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: 
     for a, b in zip(plain, fast, strict=True):
         assert a.distribution.tobytes() == b.distribution.tobytes()
         assert a.low.tobytes() == b.low.tobytes() and a.high.tobytes() == b.high.tobytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(width=st.integers(1, 6), c=st.integers(1, 4), seed=st.integers(0, 2**32))
+def test_sign_rows_equal_the_byte_table_lookup(width: int, c: int, seed: int) -> None:
+    raw = np.random.default_rng(seed).bit_generator.random_raw(c * width).astype("<u8")
+    raw[:1] = [0xFFFF_FFFF_FFFF_FFFF] if seed % 2 else [0]   # every bit set, or none
+    out = np.full((c, 64 * width), 7.0)
+    expand = compiled.expand_signs()
+    assert expand is not None
+    expand(raw, out)
+    want = shared._SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
+    assert out.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("n", [70, 257, 3000])
+def test_sign_flip_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    values = np.random.default_rng(n).normal(size=(n, 3))
+    monkeypatch.setattr(shared, "compiled_available", lambda: False)
+    assert not shared._use_compiled(n, 700)
+    plain = shared.shared_sign_flip_tests(values, n_resamples=700, seed=17, threads=2)
+    monkeypatch.setattr(shared, "compiled_available", compiled.compiled_available)
+    monkeypatch.setattr(shared, "COMPILED_CELLS", 0)
+    assert shared._use_compiled(n, 700)
+    fast = shared.shared_sign_flip_tests(values, n_resamples=700, seed=17, threads=2)
+    for a, b in zip(plain, fast, strict=True):
+        assert a.null_distribution.tobytes() == b.null_distribution.tobytes() and a.pvalue == b.pvalue

@@ -239,3 +239,31 @@ def test_summarize_takes_every_row_from_the_shared_resamples() -> None:
         assert row.utility_test.null_distribution.tobytes() == tests[2 * r].null_distribution.tobytes()
         assert row.oracle_test.pvalue == tests[2 * r + 1].pvalue and not row.oracle_test.exact
         assert set(row.to_dict()) >= {"action_ci", "delta_utility_ci", "delta_utility_p", "delta_oracle_p"}
+
+
+@pytest.mark.parametrize("n", [300, 3_000])
+def test_columns_of_zeros_are_not_multiplied_and_change_nothing(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """A column of zeros (an intervention that changed no decision) is left out of the products: its resampled
+    means and null values are exact zeros (+0.0, what the product gives it), and the other columns are those
+    of the full product up to the last bit (a narrower product; BLAS may round some widths differently).  Bytes
+    are compared for the zero columns and for a rerun."""
+    v = _data(n, seed=5)
+    z = np.zeros(n)
+    for m in (np.c_[v, z, z, z], np.c_[z, v[:, 1], z], np.c_[z, z], np.c_[v[:, 2]]):
+        monkeypatch.setattr(shared, "SKIP_ZERO_COLUMNS", True)
+        boot = shared_bootstrap(m, n_resamples=600, seed=4)[0]
+        flips = shared_sign_flip_tests(m, n_resamples=600, seed=4)
+        assert boot.distribution.tobytes() == shared_bootstrap(m, n_resamples=600, seed=4)[0].distribution.tobytes()
+        monkeypatch.setattr(shared, "SKIP_ZERO_COLUMNS", False)
+        full = shared_bootstrap(m, n_resamples=600, seed=4)[0]
+        full_flips = shared_sign_flip_tests(m, n_resamples=600, seed=4)
+        dead = ~m.any(axis=0)
+        assert boot.distribution[:, dead].tobytes() == full.distribution[:, dead].tobytes()
+        assert not np.signbit(boot.distribution[:, dead]).any()
+        np.testing.assert_allclose(boot.distribution, full.distribution, rtol=1e-13, atol=0)
+        assert np.asarray(boot.estimate).tobytes() == np.asarray(full.estimate).tobytes()
+        for j, (a, b) in enumerate(zip(flips, full_flips, strict=True)):
+            if dead[j]:
+                assert a.null_distribution.tobytes() == b.null_distribution.tobytes() and a.pvalue == b.pvalue == 1.0
+            else:
+                np.testing.assert_allclose(a.null_distribution, b.null_distribution, rtol=1e-13, atol=0)

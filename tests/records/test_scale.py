@@ -7,6 +7,8 @@ import importlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replaylens.agents import load_agent
 from replaylens.bandit import make_bandit
@@ -338,3 +340,18 @@ def test_bad_future_tasks_keep_the_row_error(bandit, tmp_path, edit, needle):
     with pytest.raises(InputError) as want:
         _row_futures(p)
     assert str(got.value) == str(want.value) and needle in str(got.value)
+
+
+@settings(max_examples=80, deadline=None)
+@given(need=st.lists(st.integers(0, 50), max_size=40), budget=st.integers(1, 120))
+def test_shards_are_packed_as_the_stream_by_stream_loop(need: list[int], budget: int) -> None:
+    ends, cur, used = [], 0, 0
+    for i, x in enumerate(need):   # the loop the search replaced
+        if cur and used + x > budget:
+            ends.append(i)
+            cur, used = 0, 0
+        cur += 1
+        used += x
+    if cur:
+        ends.append(len(need))
+    assert engine.pack_greedily(np.array(need, dtype=np.int64), budget) == ends

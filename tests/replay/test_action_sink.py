@@ -38,3 +38,17 @@ def test_sink_refuses_a_missing_stream_and_a_bad_code() -> None:
         sink.result()
     with pytest.raises(RuntimeError, match="outside 0 … 2"):
         sink.put(["b"], [np.full((1, 1, 1, 1, 1), 3, dtype=np.int64)], check=True)
+
+
+def test_a_shard_block_is_put_with_one_copy_and_checked_when_read_back() -> None:
+    from replaylens.replay._layout import ShardActions
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.integers(0, 5, (2, 3, 1, 2, n)) for n in (3, 1, 4, 2)]
+    sink = _ActionSink(["a", "b", "c", "d"], [3, 1, 4, 2], 5)
+    sink.put(["a"], [arrays[0]])
+    sink.put(["b", "c", "d"], ShardActions.from_block(np.concatenate(arrays[1:], axis=-1), [1, 4, 2]), check=True)
+    assert np.array_equal(sink.result(), np.concatenate(arrays, axis=-1))
+    bad = ShardActions.from_block(np.full((2, 3, 1, 2, 4), 5), [4])
+    with pytest.raises(RuntimeError, match="stream 'c' an action code outside 0 … 4"):
+        sink.put(["c"], bad, check=True)

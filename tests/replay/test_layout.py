@@ -75,6 +75,31 @@ def test_layout_equals_per_stream_loop(case: tuple[list[tuple[np.ndarray, np.nda
         else:
             assert (asked == first_task + np.arange(j)).all()
         first_task += j
+    if got.block is not None:   # the shard's block: every stream's array side by side, the arrays its views
+        assert np.array_equal(got.block, np.concatenate(list(got), axis=-1))
+        assert all(np.shares_memory(a, got.block) for a in got if a.size)
+
+
+@settings(max_examples=40, deadline=None)
+@given(s_n=st.integers(1, 6), j=st.integers(1, 5), dims=st.tuples(*[st.integers(1, 3)] * 4), same=st.booleans())
+def test_the_shard_block_puts_each_decision_at_its_query(s_n: int, j: int, dims: tuple[int, int, int, int],
+                                                         same: bool) -> None:
+    """Streams of one shape give one block (cells, maps, draws, repeats, all tasks): decision (c, m, d, p, t) of
+    stream i answered by query start_i + (((c·D + d)·M + m)·A + asked(t))·P + p (queries ordered stream, cell,
+    draw, map, asked task, repeat), with every task asked or, ``same``, one asked task for them all."""
+    c_n, m_n, d_n, p_n = dims
+    prefix = np.tile(np.zeros(j, dtype=np.int64), s_n)
+    ctx = np.zeros(s_n * j, dtype=np.int64) if same else np.tile(np.arange(j, dtype=np.int64), s_n)
+    lay = task_layout(np.full(s_n, j), prefix, ctx, np.zeros((s_n * j, 2), dtype=np.int64), dedupe=True)
+    a = 1 if same else j
+    ql = query_layout(lay, c_n * d_n * m_n, p_n)
+    got = stream_decisions(np.arange(ql.task.shape[0]), lay, ql, dims)
+    assert got.block is not None and got.block.shape == (c_n, m_n, d_n, p_n, s_n * j)
+    c, m, d, p, t = np.ix_(*[np.arange(k) for k in (c_n, m_n, d_n, p_n, j)])
+    for i in range(s_n):
+        want = ql.start[i] + (((c * d_n + d) * m_n + m) * a + (0 * t if same else t)) * p_n + p
+        assert np.array_equal(got[i], want)
+        assert np.array_equal(got.block[..., i * j:(i + 1) * j], want)
 
 
 def test_utilities_for_equals_the_evaluator_task_by_task() -> None:

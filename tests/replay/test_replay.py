@@ -533,6 +533,11 @@ def test_decisions_parquet_is_the_tidy_frame_whatever_the_row_groups(rows: int, 
     if rows < n:
         per_block = [min(rows, n - r0) for r0 in range(0, n, rows)]
         assert sizes == per_block * blocks
+        # a row group of part of a block carries only its own streams' names (tasks go stream by stream)
+        pf = pq.ParquetFile(tmp_path / "d.parquet")
+        for g in range(meta.num_row_groups):
+            col = pf.read_row_group(g, columns=["stream"]).column("stream").combine_chunks()
+            assert list(col.dictionary.to_pylist()) == list(dict.fromkeys(col.to_pylist()))
     else:
         assert sum(sizes) == dec.actions.size and all(s <= rows for s in sizes)
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from .._gc import FrozenHeap
 from .._imports import missing_extra
 from .._memory import configure_process_memory
 from ..errors import AgentError, AgentRaised, ReplayLensError
@@ -217,5 +218,6 @@ def main() -> None:
     """Entry point of the ``replaylens`` console script."""
     os.environ.setdefault("MPLBACKEND", "Agg")
     configure_process_memory()
-    cli(prog_name="replaylens")
+    with FrozenHeap():   # the imported modules, held for the whole process: left out of the collector's passes
+        cli(prog_name="replaylens")
 

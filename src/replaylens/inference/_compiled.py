@@ -10,6 +10,10 @@ rejecting a product whose low word falls below ``(2**32 - n) mod n`` (numpy's
 after each call.  The equality with numpy's draws is tested byte for byte; the products that follow are
 unchanged, so the bootstrap's bytes do not depend on whether numba is installed.
 
+:func:`expand_signs` is the sign-flip test's expansion of raw 64-bit words into rows of +1.0 / -1.0 (bit ``b``
+of word ``w`` of a row, least significant first, sets cluster ``64 w + b`` to -1.0), written in place: the same
+matrix, so the same products, as the numpy path's byte-table lookup (tested byte for byte).
+
 Without numba (or for small problems, where compiling would cost more than it saves) the caller keeps the
 numpy path.
 """
@@ -22,7 +26,7 @@ import numpy as np
 
 from replaylens._jit import compiled, loop_helper, pcg64_next
 
-__all__ = ["BootstrapCounts", "compiled_available"]
+__all__ = ["BootstrapCounts", "compiled_available", "expand_signs"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -79,6 +83,27 @@ def _probe(fn: Callable[..., None]) -> None:
 def _kernel() -> Callable[..., None] | None:
     """The compiled counting loop, or ``None`` where numba is not installed or does not compile it."""
     return compiled(_pcg_lemire_counts, _probe)
+
+
+def _expand_signs(raw: np.ndarray, out: np.ndarray) -> None:
+    """Row ``r`` of ``out`` (``(c, 64 W)`` float64) := the signs of words ``raw[r W : (r + 1) W]`` (uint64):
+    ``1 - 2 · bit``, bit ``b`` of word ``w`` at column ``64 w + b``."""
+    one = np.uint64(1)
+    width = out.shape[1] // 64
+    for r in range(out.shape[0]):
+        for w in range(width):
+            word = raw[r * width + w]
+            for b in range(64):
+                out[r, 64 * w + b] = 1.0 - 2.0 * np.float64((word >> np.uint64(b)) & one)
+
+
+def _probe_signs(fn: Callable[..., None]) -> None:
+    fn(np.ones(1, dtype=np.uint64), np.zeros((1, 64)))
+
+
+def expand_signs() -> Callable[[np.ndarray, np.ndarray], None] | None:
+    """The compiled sign expansion ``(raw words, out rows)``, or ``None`` without numba."""
+    return compiled(_expand_signs, _probe_signs)
 
 
 def compiled_available() -> bool:

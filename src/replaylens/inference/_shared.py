@@ -17,8 +17,13 @@ clusters, so here **one** set of draws serves every row and column:
 Draws come in blocks of :data:`BLOCK` draws; block ``i`` draws from its own Generator
 ``derive_seed(seed, "audit-bootstrap" | "audit-signflip", i)``, so blocks may run on any number of threads.
 
+A column of zeros (the row of an intervention that changed no decision) resamples to exact zeros and is left
+out of the products (:func:`_live_columns`).
+
 Reproducibility (weaker than the reference's, and stated): a BLAS product does not add in a fixed order.
-On one installation the bytes depend only on ``seed``, ``n_resamples`` and the values' shape: not on the
+On one installation the bytes depend only on ``seed``, ``n_resamples``, the values' shape and which of their
+columns are zeros (the products' width; measured: most widths round every element as the full product does,
+some differ in the last bit): not on the
 number of threads here or inside BLAS (OpenBLAS splits a product by rows and columns of the result, never
 along the summed clusters) nor on the replay backend.  Across BLAS builds or CPU kernels every resampled
 mean agrees to about 1e-15 relative; the draws (counts, signs) are the same bytes everywhere.  Marginally
@@ -43,7 +48,7 @@ from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
-from ._compiled import BootstrapCounts, compiled_available
+from ._compiled import BootstrapCounts, compiled_available, expand_signs
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
@@ -56,6 +61,8 @@ _MAX_CELLS = 1 << 20
 #: (cluster, draw) cells from which the compiled draw-and-count loop is used when numba is installed (below
 #: it, importing numba costs more than it saves)
 COMPILED_CELLS = 1 << 28
+#: leave the columns of zeros out of the products (their resampled means are zeros); off only to test that
+SKIP_ZERO_COLUMNS = True
 #: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
 _SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
 
@@ -110,16 +117,24 @@ def _use_compiled(n: int, n_resamples: int) -> bool:
     return worth_it(n * n_resamples, COMPILED_CELLS) and compiled_available()
 
 
-def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray) -> None:
-    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``)."""
+def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray, *,
+                    compiled: bool = False) -> None:
+    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``).  ``compiled``: the
+    sign rows expanded by :func:`._compiled.expand_signs` (the same matrix, so the same bytes)."""
     width = padded.shape[0] // 64  # raw words per sign vector
     rows = _rows_per_product(padded.shape[0])
     bg = np.random.default_rng(derive_seed(seed, "audit-signflip", block)).bit_generator
+    expand = expand_signs() if compiled else None
+    signs = np.empty((min(rows, draws), 64 * width), dtype=np.float64) if expand is not None else None
     for r0 in range(0, draws, rows):
         c = min(rows, draws - r0)
         raw = bg.random_raw(c * width).astype("<u8", copy=False)
-        signs = _SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
-        np.dot(signs, padded, out=out[r0 : r0 + c])
+        if expand is not None and signs is not None:
+            expand(raw, signs[:c])
+            np.dot(signs[:c], padded, out=out[r0 : r0 + c])
+        else:
+            np.dot(_SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width), padded,
+                   out=out[r0 : r0 + c])
     out /= n
 
 
@@ -158,6 +173,29 @@ def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) ->
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="replaylens-shared") as pool:
             for _ in pool.map(block, blocks):
                 pass
+
+
+def _live_columns(m: np.ndarray) -> np.ndarray:
+    """The columns of ``m`` that are not all zeros (every column when :data:`SKIP_ZERO_COLUMNS` is off), at
+    least two of them where there are two: a column of zeros resamples to exact zeros, so it is not
+    multiplied (the rows of an intervention that changed no decision); the product keeps two columns or more
+    (a matrix-matrix product, as the full one; docs/decisions.md)."""
+    k = m.shape[1]
+    if not SKIP_ZERO_COLUMNS:
+        return np.arange(k)
+    nz = m.any(axis=0)
+    live = np.flatnonzero(nz)
+    if live.size == 1 and k > 1:   # one live column: one zero column beside it (no matrix-vector path)
+        live = np.sort(np.r_[live, np.flatnonzero(~nz)[0]])
+    return live
+
+
+def _spread(part: np.ndarray, live: np.ndarray, k: int) -> np.ndarray:
+    """``(B, k)`` with ``part``'s columns at ``live`` and exact zeros (what the product gives a column of zeros,
+    +0.0) elsewhere."""
+    out = np.zeros((part.shape[0], k), dtype=np.float64)
+    out[:, live] = part
+    return out
 
 
 def _groups(groups: Sequence[int] | None, k: int, func: str) -> list[tuple[int, int]]:
@@ -199,15 +237,18 @@ def shared_bootstrap(
     pivot = _column_means(v)  # as cluster_bootstrap: centre on the correctly rounded mean, refine it
     centered = np.ascontiguousarray(v - pivot)
     estimate = pivot + _column_means(centered)
-    deviation = np.empty((n_resamples, k), dtype=np.float64)
+    live = _live_columns(centered)
+    part = np.ascontiguousarray(centered[:, live]) if live.size < k else centered
+    dev = np.empty((n_resamples, live.size), dtype=np.float64)
     compiled = _use_compiled(n, n_resamples)
 
     def block(b: int) -> None:
         r0 = b * BLOCK
-        _bootstrap_block(seed, b, centered, min(BLOCK, n_resamples - r0), deviation[r0 : r0 + BLOCK],
-                         compiled=compiled)
+        _bootstrap_block(seed, b, part, min(BLOCK, n_resamples - r0), dev[r0 : r0 + BLOCK], compiled=compiled)
 
-    _run_blocks(block, n_resamples, _threads(threads))
+    if live.size:
+        _run_blocks(block, n_resamples, _threads(threads))
+    deviation = dev if live.size == k else _spread(dev, live, k)
     distribution = pivot + deviation
     tail = (1.0 - level) / 2.0
     bounds = np.array([np.quantile(np.ascontiguousarray(distribution[:, j]), [tail, 1.0 - tail]) for j in range(k)])
@@ -245,15 +286,20 @@ def shared_sign_flip_tests(
     n, k = v.shape
     if n <= _MAX_EXACT and (1 << n) <= n_resamples:
         return [sign_flip_test(v[:, j], n_resamples=n_resamples, rng=seed) for j in range(k)]
-    padded = np.zeros((64 * math.ceil(n / 64), k), dtype=np.float64)
-    padded[:n] = v  # the bits past n multiply zeros
-    null = np.empty((n_resamples, k), dtype=np.float64)
+    live = _live_columns(v)
+    padded = np.zeros((64 * math.ceil(n / 64), live.size), dtype=np.float64)
+    padded[:n] = v[:, live]  # the bits past n multiply zeros
+    part = np.empty((n_resamples, live.size), dtype=np.float64)
+    compiled = _use_compiled(n, n_resamples)
 
     def block(b: int) -> None:
         r0 = b * BLOCK
-        _signflip_block(seed, b, padded, n, min(BLOCK, n_resamples - r0), null[r0 : r0 + BLOCK])
+        _signflip_block(seed, b, padded, n, min(BLOCK, n_resamples - r0), part[r0 : r0 + BLOCK],
+                        compiled=compiled)
 
-    _run_blocks(block, n_resamples, _threads(threads))
+    if live.size:
+        _run_blocks(block, n_resamples, _threads(threads))
+    null = part if live.size == k else _spread(part, live, k)
     statistic = _column_means(v)
     out = []
     for j in range(k):

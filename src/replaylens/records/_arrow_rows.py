@@ -39,7 +39,8 @@ def arrow_codes(col: Any) -> tuple[Any, np.ndarray]:
     words = enc.dictionary
     if words.type != pa.string():
         words = words.cast(pa.string())
-    return words, enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    idx = enc.indices.fill_null(-1) if enc.indices.null_count else enc.indices   # (no nulls: no filled copy)
+    return words, idx.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 #: the ASCII characters ``str.strip`` removes

@@ -242,7 +242,8 @@ def _history_columns(table: Any) -> dict[str, Any] | None:
         col = table.column(name)
         if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
             return None
-        out = np.asarray(pc.cast(col, pa.float64()).fill_null(np.nan).to_numpy(), dtype=np.float64)
+        num = pc.cast(col, pa.float64())
+        out = np.asarray((num.fill_null(np.nan) if num.null_count else num).to_numpy(), dtype=np.float64)
         return None if np.isinf(out).any() else out
 
     text = {name: coded(name) for name in ("stream", "family", "context", "task", "key")}

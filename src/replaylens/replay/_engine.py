@@ -126,19 +126,27 @@ def shard_layout(plan: ReplayPlan, sds: dict[str, StreamData], *, path: str, sha
     budget = shard_memory or DEFAULT_SHARD_MEMORY
     if budget < 1:
         raise ConfigError(f"shard memory must be >= 1 byte; got {budget}")
-    shards: list[tuple[str, ...]] = []
-    cur: list[str] = []
-    used = 0
-    for s in plan.streams:
-        need = shard_memory_estimate(plan, sds[s])
-        if cur and used + need > budget:
-            shards.append(tuple(cur))
-            cur, used = [], 0
-        cur.append(s)
-        used += need
-    if cur:
-        shards.append(tuple(cur))
-    return shards
+    sd = [sds[s] for s in plan.streams]
+    cdm = len(plan.cells) * len(plan.maps) * len(plan.draws)
+    length = np.fromiter((x.length for x in sd), dtype=np.int64, count=len(sd))
+    asked = np.fromiter((len(x.futures) * (x.menus.shape[1] + 8) for x in sd), dtype=np.int64, count=len(sd))
+    need = length * (cdm * BYTES_PER_CELL_RECORD) + asked * (plan.repeats * cdm * 8)   # shard_memory_estimate's
+    ends = pack_greedily(need, budget)
+    return [tuple(plan.streams[a:b]) for a, b in itertools.pairwise([0, *ends])]
+
+
+def pack_greedily(need: np.ndarray, budget: int) -> list[int]:
+    """The end of each group when items of sizes ``need`` (non-negative) are taken in order and a group ends
+    before the item that would take it past ``budget`` (an item larger than the budget alone): the loop
+    item after item, found by one search of the running sum per group."""
+    cum = np.cumsum(need)
+    ends: list[int] = []
+    start, base = 0, 0
+    while start < need.shape[0]:
+        end = max(start + 1, int(np.searchsorted(cum, base + budget, side="right")))
+        ends.append(end)
+        start, base = end, int(cum[end - 1])
+    return ends
 
 
 @dataclass(frozen=True, eq=False)
@@ -527,7 +535,9 @@ class _agent_call:
 
 def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path: str,
               blocks: tuple[tuple[str, str], ...], tick: Callable[[int], None] | None = None) -> list[np.ndarray]:
-    """Decisions of one shard: per stream an int array (cells, maps, draws, repeats, tasks) of label codes.
+    """Decisions of one shard: per stream an int array (cells, maps, draws, repeats, tasks) of label codes (on
+    the array path a :class:`~replaylens.replay._layout.ShardActions`, the arrays as views of one block when
+    the shard's streams have one shape).
 
     A pure function of the plan, the shard's streams and the agent.
     """

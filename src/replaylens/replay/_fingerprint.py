@@ -103,7 +103,7 @@ def agent_fingerprint(agent: Agent) -> dict[str, str]:
         if p is not None and p.exists() and _PKG not in p.parents:
             files.add(p)
     folders = {p.parent for p in files if _package_version(p) is None}
-    for mod in list(sys.modules.values()):
+    for mod in list(sys.modules.values()) if folders else ():   # (no user file: no module path to resolve)
         f = getattr(mod, "__file__", None)
         if f and f.endswith(".py") and Path(f).resolve().parent in folders:
             files.add(Path(f).resolve())

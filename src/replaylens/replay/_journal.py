@@ -13,8 +13,18 @@ import numpy as np
 
 from .._durable import atomic_write
 from ..errors import JournalError
+from ._layout import ShardActions
 
 __all__ = ["Journal"]
+
+
+def _narrow(a: np.ndarray) -> np.dtype[Any]:
+    """The narrowest signed integer type holding every value of the integer array ``a`` (its own if none)."""
+    if not a.size or a.dtype.kind != "i":
+        return a.dtype
+    lo, hi = int(a.min()), int(a.max())
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)
+                if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
 
 
 class Journal:
@@ -83,6 +93,8 @@ class Journal:
 
     def load(self, shard: int) -> list[np.ndarray]:
         with np.load(self.root / f"shard-{shard:05d}.npz") as z:
+            if "block" in z.files:  # the shard's (cells, maps, draws, repeats, tasks) block and each stream's tasks
+                return ShardActions.from_block(z["block"], z["tasks"])
             if "flat" in z.files:  # one flat array and the shapes (one zip entry, not one per stream)
                 shapes = z["shapes"]
                 ends = np.cumsum([int(np.prod(sh)) for sh in shapes.tolist()])
@@ -92,7 +104,11 @@ class Journal:
 
     def record(self, shard: int, streams: list[str], arrays: list[np.ndarray]) -> None:
         buf = io.BytesIO()
-        if arrays and len({(a.dtype.str, a.ndim) for a in arrays}) == 1:
+        if isinstance(arrays, ShardActions) and arrays.block is not None:   # one copy of the block, in the
+            block = arrays.block                                              # narrowest type holding its codes
+            np.savez(buf, block=block.astype(_narrow(block), copy=False),
+                     tasks=np.array(arrays.tasks(), dtype=np.int64))
+        elif arrays and len({(a.dtype.str, a.ndim) for a in arrays}) == 1:
             np.savez(buf, flat=np.concatenate([a.reshape(-1) for a in arrays]),
                      shapes=np.array([a.shape for a in arrays], dtype=np.int64).reshape(len(arrays), -1))
         else:

@@ -10,10 +10,42 @@ stream's (cells, maps, draws, repeats, tasks) array, the query that answers it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryLayout", "TaskLayout", "query_layout", "stream_decisions", "task_layout"]
+__all__ = ["QueryLayout", "ShardActions", "TaskLayout", "query_layout", "stream_decisions", "task_layout"]
+
+
+class ShardActions(list[np.ndarray]):
+    """One shard's decisions: each stream's (cells, maps, draws, repeats, tasks) array, in the shard's stream
+    order (a plain list of them), and, where they are consecutive task slices of one array, that
+    (cells, maps, draws, repeats, all tasks) array as :attr:`block`: the action sink and the journal then copy
+    the shard once instead of stream by stream (issue 27)."""
+
+    block: np.ndarray | None
+
+    def __init__(self, arrays: list[np.ndarray] | None = None, block: np.ndarray | None = None) -> None:
+        super().__init__(arrays or [])
+        self.block = block
+
+    @classmethod
+    def from_block(cls, block: np.ndarray, tasks: np.ndarray | list[int]) -> ShardActions:
+        """The streams' arrays as views of ``block``, ``tasks[i]`` tasks for stream ``i``."""
+        ends = np.cumsum(np.asarray(tasks, dtype=np.int64)).tolist()
+        if (ends[-1] if ends else 0) != block.shape[-1]:
+            raise ValueError(f"{ends[-1] if ends else 0} tasks in all, but the block has {block.shape[-1]}")
+        starts = [0, *ends[:-1]]
+        return cls([block[..., a:b] for a, b in zip(starts, ends, strict=True)], block)
+
+    def tasks(self) -> list[int]:
+        return [int(a.shape[-1]) for a in self]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # sent to and from a worker process as the block alone when there is one (not twice)
+        if self.block is not None:
+            return (ShardActions.from_block, (self.block, self.tasks()))
+        return (ShardActions, (list(self), None))
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,7 +178,7 @@ def _query_layout_ragged(lay: TaskLayout, cdm: int, p_n: int) -> QueryLayout:
 
 
 def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
-                     dims: tuple[int, int, int, int]) -> list[np.ndarray]:
+                     dims: tuple[int, int, int, int]) -> ShardActions:
     """Each stream's (cells, maps, draws, repeats, tasks) array of the decoded answers (Q,) to the
     queries of :func:`query_layout`; ``dims`` = (cells, maps, draws, repeats).  Streams with the
     same numbers of tasks and asked tasks are gathered together (one transposition per shape)."""
@@ -164,14 +196,19 @@ def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
         idx = ql.start[members][:, None] + np.arange(span)
         blk = decoded[idx].reshape(g, c_n, d_n, m_n, a, p_n).transpose(0, 1, 3, 2, 5, 4)  # (G, c, m, d, p, a)
         back = lay.back[first_task[members][:, None] + np.arange(j)]
+        whole = g == lay.n_streams   # one group of every stream, in order (a stable sort): the shard's block
         if j == a and (back == np.arange(j)).all():
-            out = np.ascontiguousarray(blk)
+            sel = blk
         elif (back == back[0]).all():  # the same asked task for every task index: one gather for the group
-            out = blk[..., back[0]]
+            sel = (np.moveaxis(blk, 0, -2) if whole else blk)[..., back[0]]
         else:
             for i, s_i in enumerate(members.tolist()):
                 results[s_i] = blk[i][..., back[i]]
             continue
+        if whole:   # (c, m, d, p, G, j) in one copy, then every stream's tasks side by side
+            block = np.ascontiguousarray(sel if sel is not blk else np.moveaxis(blk, 0, -2))
+            return ShardActions.from_block(block.reshape(*block.shape[:-2], g * j), [j] * g)
+        out = np.ascontiguousarray(sel)
         for i, s_i in enumerate(members.tolist()):
             results[s_i] = out[i]
-    return results
+    return ShardActions(results)

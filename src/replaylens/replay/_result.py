@@ -16,6 +16,11 @@ DECISION_COLUMNS = ("stream", "stratum", "task", "task_index", "cell", "map", "d
                     "utility", "oracle", "oracle_utility")
 
 
+def _tile(x: np.ndarray, k: int, r0: int, r1: int) -> np.ndarray:
+    """A per-task column's rows in a written piece: tasks ``r0:r1`` of one block, or every task of ``k`` blocks."""
+    return x[r0:r1] if k == 1 else np.tile(x, k)
+
+
 def _pieces(n_blocks: int, n: int, per_write: int, rows_per_group: int) -> list[tuple[int, int, int, int]]:
     """(first block, end block, first task, end task) of each table the decision table is written as: several
     small blocks whole, or one block a row group at a time (the row groups a whole block split at
@@ -120,8 +125,8 @@ class Decisions:
             pos = {v: k for k, v in enumerate(cats)}
             return np.array([pos[v] for v in names], dtype=np.int32), pa.array(cats, type=pa.string())
 
-        def dic(codes: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:
-            return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), dictionary)
+        def dic(codes: np.ndarray, dictionary: pa.Array) -> pa.DictionaryArray:   # (codes in range by construction)
+            return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), dictionary, safe=False)
 
         st_code, st_dict = categorical(list(self.plan.streams))
         sr_code, sr_dict = categorical(strata)
@@ -136,6 +141,19 @@ class Decisions:
             "oracle_utility": self.utility[rows, self.oracle],
         }
         tasks = arrow_text(self.task_text)   # from the ids as held (bytes where ASCII): no decoded copy
+        # the tasks go stream by stream through every stream (as a plan lays them out): each row group of a block
+        # then carries only its own streams' names as its dictionary page (the row groups of the first block
+        # name them all, in order, so a reader's categories are the same), not all of them every time
+        s_codes = per_task["stream"]
+        steps = np.diff(s_codes)
+        own_streams = bool(s_codes.size and s_codes[0] == 0 and s_codes[-1] == len(st_dict) - 1
+                           and ((steps == 0) | (steps == 1)).all())
+
+        def stream_column(k: int, r0: int, r1: int) -> pa.DictionaryArray:
+            if k > 1 or not own_streams:
+                return dic(_tile(s_codes, k, r0, r1), st_dict)
+            lo, hi = int(s_codes[r0]), int(s_codes[r1 - 1]) + 1
+            return dic(s_codes[r0:r1] - lo, st_dict.slice(lo, hi - lo))
         acts = self.actions.reshape(n_blocks, n)
         per_write = max(1, rows_per_group // n)   # small blocks are written several at once
         # high-cardinality columns (task ids, utilities) are written plainly: their dictionaries cost more than
@@ -159,22 +177,20 @@ class Decisions:
                 chosen = (np.take_along_axis(self.utility, a.T, axis=1).T if k > 1
                           else self.utility[rows[r0:r1], a[0]])
 
-                def tile(x: np.ndarray, k: int = k, r0: int = r0, r1: int = r1) -> np.ndarray:
-                    return x[r0:r1] if k == 1 else np.tile(x, k)   # (several blocks: every task, r0:r1 = 0:n)
-
                 cols = {
-                    "stream": dic(tile(per_task["stream"]), st_dict),
-                    "stratum": dic(tile(per_task["stratum"]), sr_dict),
-                    "task": tasks.slice(r0, w) if k == 1 else tasks.take(pa.array(tile(rows))),
-                    "task_index": pa.array(tile(per_task["task_index"])),
+                    "stream": stream_column(k, r0, r1),
+                    "stratum": dic(_tile(per_task["stratum"], k, r0, r1), sr_dict),
+                    "task": tasks.slice(r0, w) if k == 1 else tasks.take(pa.array(_tile(rows, k, r0, r1))),
+                    "task_index": pa.array(_tile(per_task["task_index"], k, r0, r1)),
                     "cell": dic(np.repeat(ce_code[c], w), ce_dict),   # (each block's value, w rows of it)
                     "map": dic(np.repeat(ma_code[m], w), ma_dict),
                     "draw": pa.array(np.repeat(d.astype(np.int64), w)),
                     "repeat": pa.array(np.repeat(p.astype(np.int64), w)),
-                    "action": pa.DictionaryArray.from_arrays(pa.array(a.reshape(-1)), labels),
+                    "action": pa.DictionaryArray.from_arrays(pa.array(a.reshape(-1)), labels, safe=False),
                     "utility": pa.array(np.ascontiguousarray(chosen).reshape(-1)),
-                    "oracle": pa.DictionaryArray.from_arrays(pa.array(tile(per_task["oracle"]), type=l_type), labels),
-                    "oracle_utility": pa.array(tile(per_task["oracle_utility"])),
+                    "oracle": pa.DictionaryArray.from_arrays(
+                        pa.array(_tile(per_task["oracle"], k, r0, r1), type=l_type), labels, safe=False),
+                    "oracle_utility": pa.array(_tile(per_task["oracle_utility"], k, r0, r1)),
                 }
                 if schema is None:   # no column has a null: required fields (the writer encodes no definition levels)
                     schema = pa.schema([pa.field(name, col.type, nullable=False) for name, col in cols.items()])

@@ -28,6 +28,7 @@ from ._engine import (
 )
 from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._journal import Journal
+from ._layout import ShardActions
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
 from ._streams import future_column
@@ -250,12 +251,13 @@ class _ActionSink:
     def put(self, streams: Sequence[str], arrays: Sequence[np.ndarray], *, check: bool = False) -> None:
         """Write each stream's actions in place (``check``: first make sure every code is a label's, for arrays
         read back from a journal; the replay's own are checked where they are made)."""
+        block = arrays.block if isinstance(arrays, ShardActions) else None
         names, arrays = list(streams), list(arrays)
         if len(names) != len(arrays):
             raise ValueError(f"{len(names)} streams but {len(arrays)} action arrays")
-        if check:
+        if check and (block is None or not self._codes_ok(block)):
             for name, a in zip(names, arrays, strict=True):
-                if a.size and (int(a.min()) < 0 or int(a.max()) >= self.n_labels):
+                if not self._codes_ok(a):
                     raise RuntimeError(f"replay gave stream {name!r} an action code outside 0 … {self.n_labels - 1}")
         if not arrays:
             return
@@ -263,12 +265,17 @@ class _ActionSink:
             self.array = np.empty((*arrays[0].shape[:-1], self.total), dtype=self.dtype)
         starts = [self.start[name] for name in names]
         ends = [s0 + a.shape[-1] for s0, a in zip(starts, arrays, strict=True)]
-        if starts[1:] == ends[:-1]:   # consecutive streams (a shard's): one copy of them all, in C
+        if starts[1:] == ends[:-1] and block is not None:   # a shard's block: one copy of every decision
+            self.array[..., starts[0]:ends[-1]] = block
+        elif starts[1:] == ends[:-1]:   # consecutive streams (a shard's): one copy of them all, in C
             np.concatenate(arrays, axis=-1, out=self.array[..., starts[0]:ends[-1]])
         else:
             for s0, s1, a in zip(starts, ends, arrays, strict=True):
                 self.array[..., s0:s1] = a
         self.seen.update(names)
+
+    def _codes_ok(self, a: np.ndarray) -> bool:
+        return not a.size or (int(a.min()) >= 0 and int(a.max()) < self.n_labels)
 
     def result(self) -> np.ndarray:
         missing = [s for s in self.start if s not in self.seen]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._durable import LockedError, clean_stale, locked_dir
+from .._gc import FrozenHeap
 from .._jit import preload_for
 from .._memory import release_freed_memory
 from .._version import __version__
@@ -75,6 +76,7 @@ def run_audit(
     settings = settings or AuditSettings()
     agent = as_agent(agent)
     with contextlib.ExitStack() as stack:
+        heap = stack.enter_context(FrozenHeap())   # what the run holds throughout: out of the collector's passes
         # the run holds OUT (and its journal) from its first call into the agent to its last write
         if out is not None:
             root = Path(out)
@@ -119,7 +121,7 @@ def run_audit(
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
                       expect=expect, warns=warns, on_decisions=stage, on_readouts=readouts,
-                      release_utilities=release_utilities)
+                      release_utilities=release_utilities, heap=heap)
         if out is not None:
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
                         command=command, arguments=arguments, staged=staged[0] if staged else None,
@@ -168,7 +170,8 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
          progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
          before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
          warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None,
-         on_readouts: Callable[[Any], None] | None = None, release_utilities: bool = False) -> AuditResult:
+         on_readouts: Callable[[Any], None] | None = None, release_utilities: bool = False,
+         heap: FrozenHeap | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     release_freed_memory()  # what reading and checking the inputs freed, before the replay's peak
@@ -181,7 +184,11 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
     if release_utilities:   # the prepared replay carries every utility the run reads: the replay's peak is without it
         evaluator.release()
         release_freed_memory()   # (its columns, and what its content hash left, before the replay's peak)
+    if heap is not None:
+        heap.freeze()   # the prepared streams
     dec = ready.run(agent, **kw)
+    if heap is not None:
+        heap.freeze()   # the decisions
     if on_decisions is not None:
         on_decisions(dec)
     state = prepared_state_responses(ready, agent)   # from the same prepared streams, not prepared again
