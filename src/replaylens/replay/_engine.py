@@ -109,9 +109,14 @@ transformed keys/outcomes/tasks, the writer's per-record state, ``to_micro`` and
 def shard_memory_estimate(plan: ReplayPlan, sd: StreamData) -> int:
     """Estimated peak bytes the array path needs for stream ``sd``: records × cells × maps × draws,
     plus its queries (tasks × repeats × cells × maps × draws, each with a menu row)."""
+    return int(_memory_estimates(plan, sd.length, len(sd.futures), sd.menus.shape[1]))
+
+
+def _memory_estimates(plan: ReplayPlan, length: Any, tasks: Any, menu_width: Any) -> Any:
+    """:func:`shard_memory_estimate` of streams of ``length`` records, ``tasks`` future tasks and menus
+    ``menu_width`` wide (numbers, or arrays of them for many streams at once)."""
     cdm = len(plan.cells) * len(plan.maps) * len(plan.draws)
-    queries = len(sd.futures) * plan.repeats * cdm * (sd.menus.shape[1] + 8) * 8
-    return sd.length * cdm * BYTES_PER_CELL_RECORD + queries
+    return length * cdm * BYTES_PER_CELL_RECORD + tasks * plan.repeats * cdm * (menu_width + 8) * 8
 
 
 def shard_layout(plan: ReplayPlan, sds: dict[str, StreamData], *, path: str, shard_size: int | None = None,
@@ -127,10 +132,12 @@ def shard_layout(plan: ReplayPlan, sds: dict[str, StreamData], *, path: str, sha
     if budget < 1:
         raise ConfigError(f"shard memory must be >= 1 byte; got {budget}")
     sd = [sds[s] for s in plan.streams]
-    cdm = len(plan.cells) * len(plan.maps) * len(plan.draws)
-    length = np.fromiter((x.length for x in sd), dtype=np.int64, count=len(sd))
-    asked = np.fromiter((len(x.futures) * (x.menus.shape[1] + 8) for x in sd), dtype=np.int64, count=len(sd))
-    need = length * (cdm * BYTES_PER_CELL_RECORD) + asked * (plan.repeats * cdm * 8)   # shard_memory_estimate's
+
+    def column(value: Callable[[StreamData], int]) -> np.ndarray:
+        return np.fromiter((value(x) for x in sd), dtype=np.int64, count=len(sd))
+
+    need = _memory_estimates(plan, column(lambda x: x.length), column(lambda x: len(x.futures)),
+                             column(lambda x: x.menus.shape[1]))
     ends = pack_greedily(need, budget)
     return [tuple(plan.streams[a:b]) for a, b in itertools.pairwise([0, *ends])]
 

@@ -13,18 +13,17 @@ import numpy as np
 
 from .._durable import atomic_write
 from ..errors import JournalError
-from ._layout import ShardActions
+from ._layout import ShardActions, action_dtype
 
 __all__ = ["Journal"]
 
 
 def _narrow(a: np.ndarray) -> np.dtype[Any]:
-    """The narrowest signed integer type holding every value of the integer array ``a`` (its own if none)."""
-    if not a.size or a.dtype.kind != "i":
+    """The label codes' type (:func:`action_dtype`) for the codes ``a`` holds (its own type if it holds none, or
+    a value that is not a code)."""
+    if not a.size or a.dtype.kind != "i" or int(a.min()) < 0:
         return a.dtype
-    lo, hi = int(a.min()), int(a.max())
-    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)
-                if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+    return action_dtype(int(a.max()) + 1)
 
 
 class Journal:

@@ -14,7 +14,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryLayout", "ShardActions", "TaskLayout", "query_layout", "stream_decisions", "task_layout"]
+__all__ = ["QueryLayout", "ShardActions", "TaskLayout", "action_dtype", "query_layout", "stream_decisions",
+           "task_layout"]
+
+
+def action_dtype(n_labels: int) -> np.dtype[Any]:
+    """The smallest signed integer type holding every label code 0 … n_labels − 1 (the actions' dtype)."""
+    for t in (np.int8, np.int16, np.int32):
+        if n_labels <= np.iinfo(t).max + 1:
+            return np.dtype(t)
+    return np.dtype(np.int64)
 
 
 class ShardActions(list[np.ndarray]):
@@ -197,16 +206,17 @@ def stream_decisions(decoded: np.ndarray, lay: TaskLayout, ql: QueryLayout,
         blk = decoded[idx].reshape(g, c_n, d_n, m_n, a, p_n).transpose(0, 1, 3, 2, 5, 4)  # (G, c, m, d, p, a)
         back = lay.back[first_task[members][:, None] + np.arange(j)]
         whole = g == lay.n_streams   # one group of every stream, in order (a stable sort): the shard's block
+        grouped = np.moveaxis(blk, 0, -2) if whole else blk   # whole: (c, m, d, p, G, a)
         if j == a and (back == np.arange(j)).all():
-            sel = blk
+            sel = grouped
         elif (back == back[0]).all():  # the same asked task for every task index: one gather for the group
-            sel = (np.moveaxis(blk, 0, -2) if whole else blk)[..., back[0]]
+            sel = grouped[..., back[0]]
         else:
             for i, s_i in enumerate(members.tolist()):
                 results[s_i] = blk[i][..., back[i]]
             continue
         if whole:   # (c, m, d, p, G, j) in one copy, then every stream's tasks side by side
-            block = np.ascontiguousarray(sel if sel is not blk else np.moveaxis(blk, 0, -2))
+            block = np.ascontiguousarray(sel)
             return ShardActions.from_block(block.reshape(*block.shape[:-2], g * j), [j] * g)
         out = np.ascontiguousarray(sel)
         for i, s_i in enumerate(members.tolist()):

@@ -28,7 +28,7 @@ from ._engine import (
 )
 from ._fingerprint import agent_fingerprint, engine_fingerprint
 from ._journal import Journal
-from ._layout import ShardActions
+from ._layout import ShardActions, action_dtype
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
 from ._streams import future_column
@@ -224,14 +224,6 @@ class PreparedReplay:
         return replace(self.base, actions=actions, path=path)
 
 
-def action_dtype(n_labels: int) -> np.dtype[Any]:
-    """The smallest signed integer type holding every label code 0 … n_labels − 1 (the actions' dtype)."""
-    for t in (np.int8, np.int16, np.int32):
-        if n_labels <= np.iinfo(t).max + 1:
-            return np.dtype(t)
-    return np.dtype(np.int64)
-
-
 class _ActionSink:
     """Per-stream action arrays written into one preallocated array as shards arrive.
 
@@ -265,10 +257,12 @@ class _ActionSink:
             self.array = np.empty((*arrays[0].shape[:-1], self.total), dtype=self.dtype)
         starts = [self.start[name] for name in names]
         ends = [s0 + a.shape[-1] for s0, a in zip(starts, arrays, strict=True)]
-        if starts[1:] == ends[:-1] and block is not None:   # a shard's block: one copy of every decision
-            self.array[..., starts[0]:ends[-1]] = block
-        elif starts[1:] == ends[:-1]:   # consecutive streams (a shard's): one copy of them all, in C
-            np.concatenate(arrays, axis=-1, out=self.array[..., starts[0]:ends[-1]])
+        if starts[1:] == ends[:-1]:   # consecutive streams (a shard's): one copy of them all
+            dest = self.array[..., starts[0]:ends[-1]]
+            if block is not None:   # the shard's block as it is
+                dest[...] = block
+            else:
+                np.concatenate(arrays, axis=-1, out=dest)
         else:
             for s0, s1, a in zip(starts, ends, arrays, strict=True):
                 self.array[..., s0:s1] = a
