@@ -44,6 +44,10 @@ DEFAULT_LLM_CONCURRENCY = 4
 DEFAULT_SHARD_MEMORY = 256 * 2**20
 """Memory budget of one vectorized shard, in bytes."""
 
+AUTO_ARRAY_THREADS = 2
+"""Shards of a thread-safe array agent (``thread_safe = True``: the built-in agents) run at once by the ``auto``
+backend, where the machine has that many CPUs (each within its own shard memory budget)."""
+
 PROVIDERS = ("openai", "local", "scripted")
 """Model providers: any OpenAI-compatible endpoint, a local GGUF file through llama-cpp-python, a scripted rule."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import sys
 import threading
 from pathlib import Path
@@ -193,6 +194,70 @@ def test_registry_names_every_backend():
     assert backends_mod.resolve_backend("auto", workers=3, concurrency=None) == ("processes", 3)
     assert backends_mod.resolve_backend("auto", workers=None, concurrency=8) == ("threads", 8)
     assert backends_mod.resolve_backend("auto", workers=None, concurrency=None)[0] == "serial"
+
+
+def test_auto_runs_a_thread_safe_array_agent_on_two_threads_in_shard_order(bandit, serial, tmp_path, monkeypatch):
+    """Nothing asked: the built-in agents' shards run two at a time on threads (two CPUs or more), results taken in
+    shard order -- identical decisions, the journal's lines in shard order; one CPU, one shard, a per-record path,
+    an agent that does not declare ``thread_safe``, or an explicit ``concurrency=1``: serial."""
+    mean = load_agent("mean")
+    assert getattr(mean.array, "thread_safe", False) is True
+    monkeypatch.setattr(backends_mod, "available_cpus", lambda: 2)
+    made = backends_mod.auto_array_executor(mean, n_shards=5)
+    assert isinstance(made, backends_mod.Threads) and made.workers == 2 and made.ordered
+    assert backends_mod.auto_array_executor(mean, n_shards=1) is None
+    unsafe = Agent("unsafe", mean.writer, mean.policy, array=_NotDeclared(mean.array))
+    assert backends_mod.auto_array_executor(unsafe, n_shards=5) is None
+    threads_run: set[str] = set()
+    orig = backends_mod.ShardJob.run
+
+    def spy(self, k, tick=None):   # type: ignore[no-untyped-def]
+        threads_run.add(threading.current_thread().name.rsplit("_", 1)[0])
+        return orig(self, k, tick)
+
+    monkeypatch.setattr(backends_mod.ShardJob, "run", spy)
+    got = replay(bandit.history, bandit.futures, bandit.evaluator, mean, shard_size=1, journal=tmp_path / "j", **KW)
+    assert threads_run == {"replaylens-shard"}
+    assert got.actions.tobytes() == serial["mean"].tobytes()
+    lines = [json.loads(x)["shard"] for x in (tmp_path / "j" / "done.jsonl").read_text().splitlines()]
+    assert lines == list(range(len(bandit.history.streams)))
+    for kw in ({"concurrency": 1}, {"path": "reference"}):
+        threads_run.clear()
+        again = replay(bandit.history, bandit.futures, bandit.evaluator, mean, shard_size=1, **kw, **KW)
+        assert threads_run == {"MainThread"} and again.actions.tobytes() == serial["mean"].tobytes(), kw
+    monkeypatch.setattr(backends_mod, "available_cpus", lambda: 1)
+    assert backends_mod.auto_array_executor(mean, n_shards=5) is None
+
+
+class _NotDeclared:
+    """An array agent's batch form without the ``thread_safe`` declaration."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def act_batch(self, records, queries):   # type: ignore[no-untyped-def]
+        return self.inner.act_batch(records, queries)   # type: ignore[attr-defined]
+
+
+def test_ordered_threads_yield_in_shard_order_even_when_later_shards_finish_first():
+    """``Threads(ordered=True)`` hands results over in the order of the indices (a slow first shard holds the
+    rest back), and a failing shard raises its own error after the ones before it were handed over."""
+    done_order: list[int] = []
+
+    class Job:
+        def run(self, k: int, tick=None) -> list[np.ndarray]:   # type: ignore[no-untyped-def]
+            threading.Event().wait(0.05 if k == 0 else 0.0)
+            if k == 3:
+                raise ValueError("shard 3 failed")
+            done_order.append(k)
+            return [np.array([k])]
+
+    got = []
+    with pytest.raises(ValueError, match="shard 3 failed"):
+        for k, arrays in backends_mod.Threads(2, ordered=True).run(Job(), [0, 1, 2, 3, 4], lambda n: None):
+            got.append((k, int(arrays[0][0])))
+    assert got == [(0, 0), (1, 1), (2, 2)]
+    assert done_order[0] != 0   # shard 1 finished before shard 0: the order above is the ordering's doing
 
 
 def test_prepared_replay_runs_on_any_backend(bandit, serial):

@@ -122,6 +122,31 @@ def test_utilities_for_equals_the_evaluator_task_by_task() -> None:
             assert oracle[i] == code[sub.evaluator.oracle(f)]
             i += 1
     assert i == util.shape[0] == oracle.shape[0]
+    # streams out of the prepared order: their rows concatenated (not the run-wide arrays), the same values
+    back, b_oracle = utilities_for(ordered[::-1], sub.evaluator, len(plan.labels))
+    spans = np.cumsum([0, *(len(sd.futures) for sd in ordered)])
+    flip = np.concatenate([np.arange(a, b) for a, b in zip(spans[:-1], spans[1:], strict=True)][::-1])
+    np.testing.assert_array_equal(back, util[flip])
+    np.testing.assert_array_equal(b_oracle, oracle[flip])
+
+
+def test_task_rows_is_the_run_wide_array_for_the_prepared_order() -> None:
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import plan_replay, prepare_streams
+    from replaylens.replay._streams import task_rows
+
+    sub = make_bandit(n_streams=5, slots_per_block=3, n_future=2, rng=2)
+    plan = plan_replay(sub.history, sub.futures, cells="value")
+    sds = prepare_streams(plan, sub.history, sub.futures)
+    ordered = [sds[s] for s in plan.streams]
+    for name in ("prefix", "menus", "stratum_code"):
+        want = np.concatenate([getattr(sd, name) for sd in ordered])
+        whole = task_rows(ordered, name)
+        np.testing.assert_array_equal(whole, want)
+        assert whole is getattr(ordered[0]._enc, name) and not whole.flags.writeable   # no copy
+        part = task_rows(ordered[1:], name)   # not from the first task: concatenated
+        np.testing.assert_array_equal(part, np.concatenate([getattr(sd, name) for sd in ordered[1:]]))
+        assert part.flags.writeable
 
 
 @settings(max_examples=60, deadline=None)

@@ -214,6 +214,7 @@ class BlockLinearWriter:
     params: Mapping[str, Any] = field(default_factory=dict)
     invariant_to: tuple[str, ...] = ("rename",)
     shares_label_maps: ClassVar[bool] = True  # per-label state: ρ-relabelled records give the ρ-relabelled state
+    thread_safe: ClassVar[bool] = True  # act_batch reads only its arguments: shards may run on two threads
 
     @property
     def commutative(self) -> bool:
@@ -362,6 +363,7 @@ class SupportLookup:
 
     table: Mapping[tuple[str, str], str]
     name: str = "support-lookup"
+    thread_safe: ClassVar[bool] = True  # a lookup in a table that is never written
 
     def init_state(self) -> None:
         return None

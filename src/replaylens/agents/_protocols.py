@@ -172,7 +172,9 @@ class ArrayAgent(Protocol):
     is its state at ℓ, ties included) may set ``shares_label_maps = True``: it is then given one history
     row per (stream, cell, draw) for all label maps, and :attr:`QueryBatch.state_labels`; unless the agent is
     declared stochastic, its decisions must not depend on ``QueryBatch.seed`` (it is asked once for the maps of a
-    cell that relabels neither the history nor the menu, and the other maps copy the answer).
+    cell that relabels neither the history nor the menu, and the other maps copy the answer).  An agent whose
+    ``act_batch`` writes no shared state may set ``thread_safe = True``: the ``auto`` backend then runs two shards
+    at once on threads (the decisions are the same).
     """
 
     def act_batch(self, records: RecordBatch, queries: QueryBatch) -> np.ndarray: ...

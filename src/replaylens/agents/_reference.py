@@ -49,6 +49,7 @@ class ReferenceRule:
 
     rule: str
     shares_label_maps: ClassVar[bool] = True  # ledgers per key: relabelled records give the relabelled ledger
+    thread_safe: ClassVar[bool] = True  # act_batch reads only its arguments: shards may run on two threads
 
     def __post_init__(self) -> None:
         if self.rule not in REFERENCE_RULES:

@@ -314,11 +314,13 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
               help="Worker processes (or Ray CPUs) running shards in parallel, for CPU-bound agents.")
 @click.option("--backend", default="auto", show_default=True,
               type=click.Choice(["auto", "serial", "threads", "processes", "ray"]),
-              help="Where shards run; auto: processes with --workers > 1, threads with --concurrency > 1.")
+              help="Where shards run; auto: processes with --workers > 1, threads with --concurrency > 1, else "
+                   "two shards at a time on threads for a built-in (thread-safe) vectorized agent, one otherwise.")
 @click.option("--ray-address", default=None,
               help="With --backend ray: address of an existing Ray cluster (default: start a local instance).")
 @click.option("--max-shard-memory", "shard_memory_mb", default=None, type=click.IntRange(min=1),
-              help="Memory budget of one vectorized shard in MB (default 256); lower it for huge histories.")
+              help="Memory budget of one vectorized shard in MB (default 256; each of the shards running at "
+                   "once); lower it for huge histories.")
 @click.option("--cache", "cache_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="With --agent llm: the cross-run request cache (SQLite) file. Default: $REPLAYLENS_CACHE, else "
                    "the user cache directory's replaylens/requests.sqlite.")

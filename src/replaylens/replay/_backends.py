@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -22,10 +23,12 @@ import numpy as np
 
 from ..agents import Agent, FutureInput
 from ..errors import ConfigError
+from ..settings import AUTO_ARRAY_THREADS
 from ._engine import StreamData, run_shard
 from ._plan import ReplayPlan
 
-__all__ = ["BACKENDS", "Executor", "ShardJob", "async_bridge", "make_executor", "resolve_backend"]
+__all__ = ["BACKENDS", "Executor", "ShardJob", "async_bridge", "auto_array_executor", "available_cpus", "make_executor",
+           "resolve_backend"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,8 +70,9 @@ class Serial:
 
 
 def _drain(pool: _PoolExecutor, submit: Callable[[int], Future[list[np.ndarray]]], indices: Sequence[int],
-           window: int) -> Results:
-    """Keep at most ``window`` shards in flight (bounded memory), yield each as it finishes."""
+           window: int, *, ordered: bool = False) -> Results:
+    """Keep at most ``window`` shards in flight (bounded memory), yield each as it finishes (``ordered``: in the
+    order of ``indices``, as a serial run would, each after the ones before it)."""
     pending: dict[Future[list[np.ndarray]], int] = {}
     todo = iter(indices)
     try:
@@ -77,7 +81,10 @@ def _drain(pool: _PoolExecutor, submit: Callable[[int], Future[list[np.ndarray]]
             if len(pending) >= window:
                 break
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if ordered:   # the earliest shard still in flight (dicts keep submission order)
+                done, _ = wait([next(iter(pending))])
+            else:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for f in sorted(done, key=pending.__getitem__):
                 k = pending.pop(f)
                 if f.exception() is not None:
@@ -106,14 +113,17 @@ def _raise_first_failure(pending: dict[Future[list[np.ndarray]], int], k: int,
 
 @dataclass
 class Threads:
-    """Shards on a thread pool: for agents whose ``act`` waits (a model or service call)."""
+    """Shards on a thread pool: for agents whose ``act`` waits (a model or service call), and the array path of a
+    thread-safe agent (``ordered``: results in shard order, see :func:`auto_array_executor`)."""
 
     workers: int = 4
     name: str = "threads"
+    ordered: bool = False
 
     def run(self, job: ShardJob, indices: Sequence[int], tick: Callable[[int], None]) -> Results:
         with ThreadPoolExecutor(self.workers, thread_name_prefix="replaylens-shard") as pool:
-            yield from _drain(pool, lambda k: pool.submit(job.run, k), indices, 2 * self.workers)
+            yield from _drain(pool, lambda k: pool.submit(job.run, k), indices, 2 * self.workers,
+                              ordered=self.ordered)
 
 
 _JOB: ShardJob | None = None
@@ -215,7 +225,8 @@ BACKENDS: dict[str, Callable[..., Executor]] = {
 
 
 def resolve_backend(backend: str, *, workers: int | None, concurrency: int | None) -> tuple[str, int]:
-    """``auto``: processes with ``workers`` > 1, threads with ``concurrency`` > 1, else serial."""
+    """``auto``: processes with ``workers`` > 1, threads with ``concurrency`` > 1, else serial (which
+    :meth:`PreparedReplay.run` turns into threads for a thread-safe array agent: :func:`auto_array_executor`)."""
     if backend not in ("auto", *BACKENDS):
         raise ConfigError(f"unknown backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
     if (workers is not None and workers < 1) or (concurrency is not None and concurrency < 1):
@@ -224,6 +235,24 @@ def resolve_backend(backend: str, *, workers: int | None, concurrency: int | Non
         backend = ("processes" if (workers or 1) > 1 else "threads" if (concurrency or 1) > 1 else "serial")
     n = concurrency if backend == "threads" else workers
     return backend, int(n or (4 if backend == "threads" else 2))
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the platform has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
+def auto_array_executor(agent: Agent, *, n_shards: int) -> Executor | None:
+    """The ``auto`` backend's executor for the array path when nothing else was asked: up to
+    :data:`~replaylens.settings.AUTO_ARRAY_THREADS` threads for an agent whose batch form declares
+    ``thread_safe = True`` (its ``act_batch`` may run on two shards at once: numpy releases the GIL in the large
+    array operations, so the replay uses a second core), with two shards or more and as many CPUs; results in
+    shard order (journaled as a serial run journals them).  ``None``: serial.  Decisions are the same either way."""
+    if n_shards < 2 or not getattr(agent.array, "thread_safe", False):
+        return None
+    threads = min(AUTO_ARRAY_THREADS, available_cpus(), n_shards)
+    return Threads(threads, ordered=True) if threads > 1 else None
 
 
 def make_executor(backend: str, *, workers: int, address: str | None = None) -> Executor:

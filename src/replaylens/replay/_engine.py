@@ -29,7 +29,7 @@ from ._menus import query_menus
 from ._plan import ReplayPlan
 from ._prepare import prepare_columnar
 from ._seeds import _finish, combo_key, decision_seeds, query_seeds, stream_key, task_keys
-from ._streams import StreamData, future_column, task_columns
+from ._streams import StreamData, future_column, task_columns, task_rows
 
 __all__ = [
     "DEFAULT_SHARD_MEMORY",
@@ -560,7 +560,7 @@ def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path
 
 def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """(N, L) counterfactual utilities by label code (NaN off-menu) and the (N,) first-maximum oracle codes."""
-    menus = (np.concatenate([sd.menus for sd in sds]) if sds else np.empty((0, 1), dtype=np.int64))
+    menus = task_rows(sds, "menus") if sds else np.empty((0, 1), dtype=np.int64)
     n = menus.shape[0]
     on = menus >= 0
     table = evaluator.table
@@ -574,10 +574,12 @@ def utilities_for(sds: Sequence[StreamData], evaluator: Evaluator, n_labels: int
     else:
         vals = np.fromiter((row[a] for sd in sds for f in sd.futures for row in (table[(f.stream, f.task)],)
                             for a in f.menu), dtype=np.float64, count=int(on.sum()))
-    util = np.full((n, n_labels), np.nan)
-    r, c = np.nonzero(on)  # row-major: each task's menu in order, as ``vals``
-    util[r, menus[r, c]] = vals
     scored = np.full(menus.shape, -np.inf)
-    scored[r, c] = vals
+    scored[on] = vals   # row-major: each task's menu in order, as ``vals``
+    del vals
+    util = np.full((n, n_labels), np.nan)
+    for j in range(menus.shape[1]):   # menu position by position (a later one wins, as in row-major order)
+        rows = np.flatnonzero(on[:, j])
+        util[rows, menus[rows, j]] = scored[rows, j]
     oracle = menus[np.arange(n), np.argmax(scored, axis=1)] if n else np.empty(0, dtype=np.int64)
     return util, oracle.astype(np.int64)

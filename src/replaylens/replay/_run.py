@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_inputs
 from ..settings import STRUCTURAL_CELLS
-from ._backends import ShardJob, async_bridge, make_executor, resolve_backend
+from ._backends import ShardJob, async_bridge, auto_array_executor, make_executor, resolve_backend
 from ._engine import (
     DEFAULT_SHARD_MEMORY,
     StreamData,
@@ -31,7 +31,7 @@ from ._journal import Journal
 from ._layout import ShardActions, action_dtype
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
-from ._streams import future_column
+from ._streams import future_column, task_rows
 
 __all__ = ["PreparedReplay", "prepare_replay", "replay", "support_lookup"]
 
@@ -110,7 +110,7 @@ def prepare_replay(
         stratum_of_block[b_pos[r]] = i
     lens = np.array([len(sd.futures) for sd in ordered], dtype=np.int64)
     stream_idx = np.repeat(np.arange(len(ordered), dtype=np.int64), lens)
-    stratum_idx = (stratum_of_block[np.concatenate([sd.stratum_code for sd in ordered])] if ordered
+    stratum_idx = (stratum_of_block[task_rows(ordered, "stratum_code")] if ordered
                    else np.zeros(0, dtype=np.int64))
     base = Decisions(
         plan=plan, actions=np.zeros((0,), dtype=np.int64), stream_idx=stream_idx, stratum_idx=stratum_idx,
@@ -151,7 +151,9 @@ class PreparedReplay:
 
         ``backend`` (``auto``, ``serial``, ``threads``, ``processes``, ``ray``) runs the shards;
         ``concurrency`` threads (agents that wait on a model/service, or whose ``act`` is a
-        coroutine), ``workers`` processes or Ray CPUs.  Decisions are identical on every backend.
+        coroutine), ``workers`` processes or Ray CPUs.  ``auto`` with none of them runs the shards of an array
+        agent that declares ``thread_safe = True`` on up to two threads (:func:`._backends.auto_array_executor`),
+        else serially.  Decisions are identical on every backend.
         Without ``shard_size``, array-path shards are sized to about ``shard_memory`` bytes.
         """
         agent = as_agent(agent)
@@ -199,6 +201,12 @@ class PreparedReplay:
                 out.put(streams, arrays, check=True)
             else:
                 todo.append(k)
+        executor = None
+        if (backend == "auto" and kind == "serial" and path == "array" and workers is None and concurrency is None
+                and ray_address is None):   # nothing asked: a thread-safe array agent's shards two at a time
+            executor = auto_array_executor(agent, n_shards=len(todo))
+        if executor is None:
+            executor = make_executor(kind, workers=n_exec, address=ray_address)
         run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
         job = ShardJob(plan, sds, run_agent, path, self.blocks, tuple(shards))
         # results are collected here, in the coordinating thread, shard by shard, and journaled in that order
@@ -206,8 +214,8 @@ class PreparedReplay:
         writer = ThreadPoolExecutor(1, thread_name_prefix="replaylens-journal") if jr is not None else None
         written: list[Future[None]] = []
         try:
-            for k, arrays in make_executor(kind, workers=n_exec, address=ray_address).run(job, todo, tick):
-                if kind != "serial":
+            for k, arrays in executor.run(job, todo, tick):
+                if executor.name != "serial":
                     tick(sum(a.size for a in arrays))
                 if jr is not None and writer is not None:
                     written.append(writer.submit(jr.record, k, list(shards[k]), arrays))

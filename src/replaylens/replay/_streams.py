@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 from ..agents import TaskInput
 from ..records import FutureColumns, FutureRows, FutureTask, History
 
-__all__ = ["EncodedStreams", "StreamData", "future_column", "task_columns"]
+__all__ = ["EncodedStreams", "StreamData", "future_column", "task_columns", "task_rows"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +125,21 @@ class StreamData:
 
     def __repr__(self) -> str:
         return f"StreamData(name={self.name!r}, records={self.length}, tasks={self._f1 - self._f0})"
+
+
+def task_rows(sds: Sequence[StreamData], name: str) -> np.ndarray:
+    """The per-task encoded array ``name`` (``prefix``, ``menus`` or ``stratum_code``) of streams ``sds``,
+    concatenated in order: the run-wide array itself (read-only, no copy) when the streams are its ranges in
+    order, as a run prepared by columns lays them out."""
+    encs = {id(sd._enc) for sd in sds}
+    if len(encs) == 1:
+        enc = sds[0]._enc
+        whole: np.ndarray = getattr(enc, name)
+        bounds = [(sd._f0, sd._f1) for sd in sds]
+        if bounds[0][0] == 0 and bounds[-1][1] == whole.shape[0] and all(
+                a[1] == b[0] for a, b in itertools.pairwise(bounds)):
+            return whole
+    return np.concatenate([getattr(sd, name) for sd in sds])
 
 
 def _restore(name: str, history: History, rows: slice, futures: Sequence[FutureTask], enc: EncodedStreams,
