@@ -13,6 +13,7 @@ from typing import Any
 from .errors import ConfigError
 
 __all__ = [
+    "AUTO_ARRAY_THREADS",
     "DEFAULT_CELLS",
     "DEFAULT_LEVEL",
     "DEFAULT_LLM_CONCURRENCY",
