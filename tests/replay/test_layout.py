@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,7 +127,7 @@ def test_utilities_for_equals_the_evaluator_task_by_task() -> None:
     # streams out of the prepared order: their rows concatenated (not the run-wide arrays), the same values
     back, b_oracle = utilities_for(ordered[::-1], sub.evaluator, len(plan.labels))
     spans = np.cumsum([0, *(len(sd.futures) for sd in ordered)])
-    flip = np.concatenate([np.arange(a, b) for a, b in zip(spans[:-1], spans[1:], strict=True)][::-1])
+    flip = np.concatenate([np.arange(a, b) for a, b in itertools.pairwise(spans)][::-1])
     np.testing.assert_array_equal(back, util[flip])
     np.testing.assert_array_equal(b_oracle, oracle[flip])
 
