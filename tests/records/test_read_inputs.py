@@ -89,3 +89,31 @@ def test_every_hash_is_taken_on_the_thread_after_a_successful_read(files: tuple[
             t.join(timeout=60)
     assert sorted(name for name, _ in seen) == ["Evaluator", "FutureTasks", "History"]
     assert all(thread.startswith("replaylens-fingerprint") for _, thread in seen)
+
+
+def test_the_history_is_read_on_its_own_thread_and_named_first(files: tuple[Path, Path, Path], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history is read on the ``replaylens-read`` thread beside the two other reads; a bad history is the
+    error raised even when the future tasks (read meanwhile on the caller's thread) are bad too, and no reader
+    thread is left behind."""
+    import importlib
+
+    inputs = importlib.import_module("replaylens.records._inputs")
+    where: list[str] = []
+    real = inputs.read_history
+
+    def watched(path: object) -> object:
+        where.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr(inputs, "read_history", watched)
+    h, _, _ = read_inputs(*files)
+    assert h.equals(read_history(files[0]))
+    assert len(where) == 1 and where[0].startswith("replaylens-read")
+    bad_history, bad_futures = tmp_path / "h.jsonl", tmp_path / "f.jsonl"
+    bad_history.write_text('{"stream": "s0"}\n')
+    bad_futures.write_text('{"stream": "s0"}\n')
+    with pytest.raises(InputError) as err:
+        read_inputs(bad_history, bad_futures, files[2])
+    assert str(bad_history) in str(err.value)
+    assert not [t for t in threading.enumerate() if t.name.startswith("replaylens-read") and t.is_alive()]

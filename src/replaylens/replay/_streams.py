@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,13 +130,12 @@ def task_rows(sds: Sequence[StreamData], name: str) -> np.ndarray:
     """The per-task encoded array ``name`` (``prefix``, ``menus`` or ``stratum_code``) of streams ``sds``,
     concatenated in order: the run-wide array itself (read-only, no copy) when the streams are its ranges in
     order, as a run prepared by columns lays them out."""
-    encs = {id(sd._enc) for sd in sds}
-    if len(encs) == 1:
-        enc = sds[0]._enc
+    enc = sds[0]._enc   # (streams given: the callers ask for none otherwise)
+    if all(sd._enc is enc for sd in sds):
         whole: np.ndarray = getattr(enc, name)
-        bounds = [(sd._f0, sd._f1) for sd in sds]
-        if bounds[0][0] == 0 and bounds[-1][1] == whole.shape[0] and all(
-                a[1] == b[0] for a, b in itertools.pairwise(bounds)):
+        f0 = np.fromiter((sd._f0 for sd in sds), dtype=np.int64, count=len(sds))
+        f1 = np.fromiter((sd._f1 for sd in sds), dtype=np.int64, count=len(sds))
+        if f0[0] == 0 and f1[-1] == whole.shape[0] and np.array_equal(f0[1:], f1[:-1]):
             return whole
     return np.concatenate([getattr(sd, name) for sd in sds])
 
