@@ -202,8 +202,8 @@ class PreparedReplay:
             else:
                 todo.append(k)
         executor = None
-        if (backend == "auto" and kind == "serial" and path == "array" and workers is None and concurrency is None
-                and ray_address is None):   # nothing asked: a thread-safe array agent's shards two at a time
+        # nothing asked (a Ray address has made ``kind`` ray): a thread-safe array agent's shards two at a time
+        if backend == "auto" and kind == "serial" and path == "array" and workers is None and concurrency is None:
             executor = auto_array_executor(agent, n_shards=len(todo))
         if executor is None:
             executor = make_executor(kind, workers=n_exec, address=ray_address)
