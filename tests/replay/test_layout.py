@@ -151,6 +151,28 @@ def test_task_rows_is_the_run_wide_array_for_the_prepared_order() -> None:
         assert part.flags.writeable
 
 
+def test_array_shard_gives_the_reference_codes_in_the_actions_type() -> None:
+    """The array path's per-stream arrays are the per-record path's codes, in action_dtype (one byte here)."""
+    from replaylens.agents import load_agent
+    from replaylens.bandit import make_bandit
+    from replaylens.replay import plan_replay, prepare_streams, run_shard
+    from replaylens.replay._engine import block_vocabulary
+    from replaylens.replay._layout import action_dtype
+
+    sub = make_bandit(n_streams=4, slots_per_block=4, n_future=3, rng=7)
+    plan = plan_replay(sub.history, sub.futures, cells="value,key_slot,rename", draws=2)
+    sds = prepare_streams(plan, sub.history, sub.futures)
+    ordered = [sds[s] for s in plan.streams]
+    blocks = block_vocabulary(sub.history, sub.futures)
+    agent = load_agent("mean")
+    arr = run_shard(plan, ordered, agent, path="array", blocks=blocks)
+    ref = run_shard(plan, ordered, agent, path="reference", blocks=blocks)
+    assert len(arr) == len(ref) == len(ordered)
+    for a, r in zip(arr, ref, strict=True):
+        assert a.dtype == action_dtype(len(plan.labels)) == np.int8
+        np.testing.assert_array_equal(a, r)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 2), st.integers(-1, 4)), min_size=1, max_size=30),
        st.booleans())

@@ -1,4 +1,4 @@
-"""An audit's three input files read on two threads, each one's content fingerprint taken on a third beside the
+"""An audit's three input files read on two threads, their content fingerprints taken on two more beside the
 reads (issue 27).
 
 An audit asks for the history's, the future tasks' and the utility table's fingerprints (the run's identity, the
@@ -25,9 +25,11 @@ __all__ = ["read_inputs"]
 def read_inputs(history: str | os.PathLike[str], futures: str | os.PathLike[str],
                 utilities: str | os.PathLike[str]) -> tuple[History, FutureTasks, Evaluator]:
     """``(read_history(history), read_futures(futures), read_evaluator(utilities))``: the history read on a
-    thread while this one reads the utilities and the future tasks, the fingerprints taken on another thread
+    thread while this one reads the utilities and the future tasks, the fingerprints taken on two other threads
     beside the reads (the same objects, values and first error, in argument order, as reading them one by one)."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="replaylens-fingerprint")
+    # two hashing threads: the history's and the future tasks' hashes need not wait for the utility table's (the
+    # longest), and the caller, done reading, waits for the last of them before its replay (issue 27, session 19)
+    pool = ThreadPoolExecutor(2, thread_name_prefix="replaylens-fingerprint")
     reader = ThreadPoolExecutor(1, thread_name_prefix="replaylens-read")
     try:
         # the history on its own thread (pyarrow's decoding and string kernels release the GIL); here the

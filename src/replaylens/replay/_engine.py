@@ -23,7 +23,7 @@ from ..interventions import Cell, TransformedBatch, cell_record, check_laws_plai
 from ..maps import LabelMap, SlotSpec, stream_perm, stream_perms
 from ..records import Evaluator, FutureTask, FutureTasks, History
 from ..settings import DEFAULT_SHARD_MEMORY
-from ._layout import query_layout, stream_decisions, task_layout
+from ._layout import action_dtype, query_layout, stream_decisions, task_layout
 from ._lazyrng import SeedBlock
 from ._menus import query_menus
 from ._plan import ReplayPlan
@@ -484,6 +484,9 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
         decoded = decode.reshape(-1)[q_f * l_n + got]
     else:
         decoded = got
+    # in the actions' own type (one byte below 128 labels): the per-stream arrays gathered below, the action sink
+    # and the journal then move a byte a decision, not eight
+    decoded = decoded.astype(action_dtype(len(plan.labels)), copy=False)
     # the histories and queries are no longer needed: freed before the (large) decision arrays are built
     del records, queries, keys, keys_r, outs, tasks, tk, bg, menu, all_state_labels, state_labels, seeds, asked, got
     results = stream_decisions(decoded, lay, ql, (c_n, m_n, d_n, p_n))
@@ -543,8 +546,9 @@ class _agent_call:
 def run_shard(plan: ReplayPlan, sds: Sequence[StreamData], agent: Agent, *, path: str,
               blocks: tuple[tuple[str, str], ...], tick: Callable[[int], None] | None = None) -> list[np.ndarray]:
     """Decisions of one shard: per stream an int array (cells, maps, draws, repeats, tasks) of label codes (on
-    the array path a :class:`~replaylens.replay._layout.ShardActions`, the arrays as views of one block when
-    the shard's streams have one shape).
+    the array path a :class:`~replaylens.replay._layout.ShardActions` in the codes' smallest type,
+    :func:`~replaylens.replay._layout.action_dtype`, the arrays as views of one block when the shard's streams
+    have one shape).
 
     A pure function of the plan, the shard's streams and the agent.
     """
