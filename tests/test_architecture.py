@@ -23,6 +23,7 @@ RANK: dict[str, float] = {
     "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_memory": 0, "_gc": 0, "_jit": 0, "_jit_native": 0,
     "_version": 0,
     "settings": 0.5,
+    "_cpus": 0.6,   # the CPUs a process may use and the thread counts derived from them (reads settings)
     "records": 1,
     "bandit": 1.5,
     "maps": 2,

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SHARD_MEMORY",
     "PROVIDERS",
+    "STATISTICS_THREADS",
     "STRUCTURAL_CELLS",
     "AuditSettings",
     "Execution",
@@ -48,6 +49,10 @@ DEFAULT_SHARD_MEMORY = 256 * 2**20
 AUTO_ARRAY_THREADS = 2
 """Shards of a thread-safe array agent (``thread_safe = True``: the built-in agents) run at once by the ``auto``
 backend, where the machine has that many CPUs (each within its own shard memory budget)."""
+
+STATISTICS_THREADS = 4
+"""Most threads the shared resamples of an audit's statistics run on (fewer where the process may use fewer CPUs:
+its affinity mask); the bytes do not depend on it."""
 
 PROVIDERS = ("openai", "local", "scripted")
 """Model providers: any OpenAI-compatible endpoint, a local GGUF file through llama-cpp-python, a scripted rule."""

@@ -80,9 +80,9 @@ def test_summary_rows_are_the_same_bytes_in_threads(monkeypatch: pytest.MonkeyPa
     audit_mod = importlib.import_module("replaylens.report._audit")
     sub = make_bandit(n_streams=12, slots_per_block=5, n_future=2)
     dec = replay(sub.history, sub.futures, sub.evaluator, load_agent("mean"))
-    monkeypatch.setattr(audit_mod, "_statistics_threads", lambda: 4)
+    monkeypatch.setattr(audit_mod, "statistics_threads", lambda: 4)
     threaded = audit_mod.summarize(dec, seed=3, n_resamples=999)
-    monkeypatch.setattr(audit_mod, "_statistics_threads", lambda: 1)
+    monkeypatch.setattr(audit_mod, "statistics_threads", lambda: 1)
     serial = audit_mod.summarize(dec, seed=3, n_resamples=999)
     assert len(threaded) == len(serial) > 1
     for a, b in zip(threaded, serial, strict=True):

@@ -37,13 +37,13 @@ import contextlib
 import importlib
 import itertools
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 
+from replaylens._cpus import statistics_threads
 from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
@@ -69,7 +69,7 @@ _SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1
 
 def _threads(threads: int | None) -> int:
     if threads is None:
-        return max(1, min(4, os.cpu_count() or 1))
+        return statistics_threads()
     return _check_int(threads, "threads", "shared resampling", 1)
 
 
@@ -222,7 +222,8 @@ def shared_bootstrap(
     Each result is what :func:`cluster_bootstrap` reports (estimate, percentile interval, standard error,
     ``method="percentile"``, the ``(B, k)`` distribution: a slice of the shared ``(B, K)`` matrix), from
     the shared draws of ``seed`` instead of a Generator of its own.  ``threads``: blocks run at once
-    (default ``min(4, cpu_count)``; the bytes do not depend on it).
+    (default :func:`replaylens._cpus.statistics_threads`: up to 4, no more than the CPUs available; the bytes
+    do not depend on it).
     """
     func = "shared_bootstrap"
     n_resamples = _check_int(n_resamples, "n_resamples", func, 1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._cpus import available_cpus
 from ..agents import Agent, FutureInput
 from ..errors import ConfigError
 from ..settings import AUTO_ARRAY_THREADS
@@ -235,12 +235,6 @@ def resolve_backend(backend: str, *, workers: int | None, concurrency: int | Non
         backend = ("processes" if (workers or 1) > 1 else "threads" if (concurrency or 1) > 1 else "serial")
     n = concurrency if backend == "threads" else workers
     return backend, int(n or (4 if backend == "threads" else 2))
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the platform has one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 def auto_array_executor(agent: Agent, *, n_shards: int) -> Executor | None:

@@ -15,7 +15,6 @@ utility and oracle contrasts).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cpus import statistics_threads
 from .._memory import release_freed_memory
 from ..agents import Agent
 from ..inference import BootstrapResult, SignFlipResult, shared_bootstrap, shared_sign_flip_tests
@@ -287,7 +287,7 @@ def _inference(stacks: list[np.ndarray], seed: int, n_resamples: int,
             out.append((iv, tu, to))
         return out
     values = np.hstack(stacks)
-    threads = _statistics_threads()
+    threads = statistics_threads()
     ivs = shared_bootstrap(values, n_resamples=n_resamples, level=level, seed=seed, groups=[3] * len(stacks),
                            threads=threads)
     tests = shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=n_resamples, seed=seed,
@@ -316,12 +316,6 @@ def prepared_state_responses(prepared: PreparedReplay, agent: Agent) -> dict[str
         if sr is not None:
             out[cell.name] = {"changed": sr.changed, "total": sr.total, "share": sr.share}
     return out
-
-
-def _statistics_threads() -> int:
-    """Threads for the shared resamples' blocks: each block draws from its own named seed, so the bytes do not
-    depend on it; numpy's generators and BLAS release the GIL while they work."""
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: ReplayPlan, d: Decisions, *,
