@@ -82,6 +82,24 @@ def test_bad_history_exits_2_with_one_line_and_no_output(tmp_path: Path, demo_di
     assert not out.exists()
 
 
+def test_lone_surrogate_in_history_exits_2_with_one_line(tmp_path: Path, demo_dir: Path) -> None:
+    """A JSON escape spelling a lone surrogate in a task id (json.loads accepts it) is one line, not a traceback
+    from the content hash."""
+    src = (demo_dir / "inputs" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    row = json.loads(src[1])
+    row["task"] = row["task"] + "\ud800"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([src[0], json.dumps(row), *src[2:]]) + "\n", encoding="utf-8")
+    args = _inputs(demo_dir)
+    args[1] = str(bad)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["audit", *args, "--agent", "mean", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{bad}:2: field 'task'" in lines[0] and "lone surrogate" in lines[0]
+    assert not (out / "summary.json").exists()
+
+
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--agent", "no-such-agent"], "unknown agent"),
     (["--agent", "mean", "--maps", "QQQQ"], "cannot parse label map"),

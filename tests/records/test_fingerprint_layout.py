@@ -130,3 +130,9 @@ def test_inputs_with_a_lone_surrogate_are_checked_and_fingerprinted() -> None:
     check_inputs(h, f)
     doc = json.dumps([future_dict(t) for t in f.tasks], sort_keys=True, separators=(",", ":"))
     assert f.fingerprint() == hashlib.sha256(doc.encode()).hexdigest()
+    # the history's too (its text as surrogatepass encodes it: the same bytes as UTF-8 for every other text)
+    def hist(task: str) -> History:
+        return History.from_columns(stream=["s"], family=["f"], context=["c"], slot=[0], task=[task], key=[k],
+                                    outcome=[0.5])
+    assert h.fingerprint() == hist("t\ud800").fingerprint() != hist("t\udc00").fingerprint()
+    assert len(h.fingerprint()) == 64

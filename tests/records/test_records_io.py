@@ -350,6 +350,23 @@ def test_invalid_utf8(tmp_path: Path) -> None:
     raises_at(read_history, c, 2, None)
 
 
+@pytest.mark.parametrize("reader,rows,field", [
+    (read_history, [hrow(slot=0), hrow(slot=1, task="t\ud800")], "task"),
+    (read_history, [hrow(slot=0), hrow(slot=1, key="A\udfff")], "key"),
+    (read_futures, [frow(), frow(task="x\ud800")], "task"),
+    (read_futures, [frow(), frow(task="x1", menu=("A", "B\udc00"))], "menu"),
+    (read_evaluator, [urow(), urow(key="B\ud800")], "key"),
+])
+def test_lone_surrogate_is_one_input_error(tmp_path: Path, reader: Any, rows: list[dict[str, Any]],
+                                            field: str) -> None:
+    """JSON's escapes can spell a lone surrogate (json.loads accepts it; no UTF-8 output can hold it): the file,
+    line and field are named where it is read."""
+    p = write_jsonl(tmp_path / "in.jsonl", rows)
+    assert "\\ud" in p.read_text(encoding="utf-8")   # a valid UTF-8 file: the surrogate is a JSON escape
+    err = raises_at(reader, p, 2, field)
+    assert "lone surrogate" in err.message
+
+
 def test_csv_wrong_column_count(tmp_path: Path) -> None:
     p = write_text(tmp_path / "h.csv", "stream,family,context,slot,task,key,outcome\n"
                    "s1,f,c,0,t0,A,0.5\ns1,f,c,1,t1,A,0.5,extra\n")

@@ -172,6 +172,17 @@ def _read_parquet(p: Path) -> RawTable:
 # ---------------------------------------------------------------- field coercion
 
 
+def lone_surrogate(s: str) -> int | None:
+    """The index of the first lone surrogate (U+D800 … U+DFFF: not encodable as UTF-8) in ``s``, or ``None``."""
+    if s.isascii():
+        return None
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return int(exc.start)
+    return None
+
+
 class Field:
     """Coerce one field of a raw row; raise InputError naming source, line and field."""
 
@@ -203,7 +214,16 @@ class Field:
             if required:
                 raise self.err(i, name, "must not be empty")
             return None
+        self._unicode(i, name, s)
         return s
+
+    def _unicode(self, i: int, name: str, s: str) -> None:
+        """Raise unless ``s`` is text every output can hold: JSON's ``\\ud800``-style escapes can spell a lone
+        surrogate, which no UTF-8 file (decisions.parquet, summary.json) nor a content hash can encode."""
+        at = lone_surrogate(s)
+        if at is not None:
+            raise self.err(i, name, f"is not valid Unicode text: a lone surrogate (U+{ord(s[at]):04X}) at character "
+                                    f"{at + 1} of {s!r}")
 
     def integer(self, i: int, name: str, required: bool = True, minimum: int | None = 0) -> int | None:
         v = self.get(i, name, required)
@@ -291,6 +311,7 @@ class Field:
         for item in items:
             if not isinstance(item, str) or not item.strip():
                 raise self.err(i, name, f"every label must be a non-empty string, got {item!r}")
+            self._unicode(i, name, item.strip())
             out.append(item.strip())
         if not out:
             raise self.err(i, name, "must list at least one label")

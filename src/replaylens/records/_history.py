@@ -54,14 +54,16 @@ def _str_array(values: Sequence[str] | np.ndarray) -> np.ndarray:
 
 def _joined_text(col: np.ndarray) -> bytes:
     """``"\x1f".join(col.tolist()).encode()`` of a text column (numpy ``<U`` text, or ``S`` bytes read as
-    ASCII); for ASCII fixed-width text, built from the array's code points at once (no per-value ``str``)."""
+    ASCII); for ASCII fixed-width text, built from the array's code points at once (no per-value ``str``).  A lone
+    surrogate (text built through the API; a file's is refused where it is read) is encoded as ``surrogatepass``
+    writes it, so such text is hashed too; every other text's bytes are its UTF-8."""
     if col.dtype.kind not in "US" or col.size == 0 or col.dtype.itemsize == 0:
-        return "\x1f".join(col.tolist()).encode()
+        return "\x1f".join(col.tolist()).encode("utf-8", "surrogatepass")
     width = col.dtype.itemsize if col.dtype.kind == "S" else col.dtype.itemsize // 4
     points: np.ndarray = np.ascontiguousarray(col).view(np.uint8 if col.dtype.kind == "S" else np.uint32)
     points = points.reshape(col.size, width)
     if points.max(initial=0) >= 128:
-        return "\x1f".join(decode_bytes(col).tolist()).encode()
+        return "\x1f".join(decode_bytes(col).tolist()).encode("utf-8", "surrogatepass")
     buf = np.full((col.size, width + 1), 0x1F, dtype=np.uint8)
     buf[:, :width] = points
     keep = np.arange(width + 1) < np.char.str_len(col)[:, None]   # the text; trailing NULs are not text
