@@ -27,7 +27,7 @@ from ..settings import AUTO_ARRAY_THREADS
 from ._engine import StreamData, run_shard
 from ._plan import ReplayPlan
 
-__all__ = ["BACKENDS", "Executor", "ShardJob", "async_bridge", "auto_array_executor", "available_cpus", "make_executor",
+__all__ = ["BACKENDS", "Executor", "ShardJob", "async_bridge", "auto_array_executor", "make_executor",
            "resolve_backend"]
 
 

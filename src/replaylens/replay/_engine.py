@@ -416,10 +416,10 @@ def _array_shard(plan: ReplayPlan, sh: _Shard, agent: Agent, blocks: tuple[tuple
     bg = _padded(sds, [sd.block_global for sd in sds], t_n, 0, np.int64)
     # ---- tasks and queries, ordered (stream, cell, draw, map, asked task, repeat).  A task-invariant
     # agent is asked one representative task per (prefix, stratum, menu) of each stream; others every task.
-    all_block = np.concatenate([sd.stratum_code for sd in sds])
-    all_menu = np.concatenate([sd.menus for sd in sds])
+    all_block = task_rows(sds, "stratum_code")
+    all_menu = task_rows(sds, "menus")
     lay = task_layout(np.array([len(sd.futures) for sd in sds], dtype=np.int64),
-                      np.concatenate([sd.prefix for sd in sds]), all_block, all_menu,
+                      task_rows(sds, "prefix"), all_block, all_menu,
                       dedupe=agent.task_invariant and not agent.stochastic)
     keys_r = keys.reshape(shape)
     task_names = _record_tasks(sds)
