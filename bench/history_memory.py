@@ -54,11 +54,11 @@ def main() -> int:
     print(f"{'column':8} {'distinct':>9} {'fixed-width MB':>15} {'coded MB':>9} {'ratio':>7}")
     fixed_total = coded_total = 0
     for name in ("stream", "family", "context", "task", "key"):
-        held_vocab, codes = h._held(name)   # as held (an ASCII vocab as bytes)
+        distinct = h.text_codes(name)[0].size
         fixed = h.text(name).nbytes          # the fixed-width layout's column, decoded here (one at a time)
-        coded = held_vocab.nbytes + codes.nbytes
+        coded = h.held_nbytes(name)          # as held: vocab (an ASCII one as bytes) + int32 codes
         fixed_total, coded_total = fixed_total + fixed, coded_total + coded
-        print(f"{name:8} {held_vocab.size:>9} {fixed / 1e6:>15.1f} {coded / 1e6:>9.1f} {fixed / coded:>6.1f}x")
+        print(f"{name:8} {distinct:>9} {fixed / 1e6:>15.1f} {coded / 1e6:>9.1f} {fixed / coded:>6.1f}x")
     print(f"history text columns held: fixed-width {fixed_total / 1e6:.0f} MB, coded {coded_total / 1e6:.0f} MB: "
           f"{fixed_total / coded_total:.1f}x less")
     return 0

@@ -473,3 +473,14 @@ def test_transform_batch_raises_exactly_when_a_declared_law_fails(b: Batch, key_
         assert failing and exc.law == failing[0].value
     else:
         assert not failing
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_transform_batch_refuses_source_positions_outside_their_row(bad: int) -> None:
+    # the gathers read each row through flat positions: a source outside 0..T-1 would read a neighbouring row
+    codes = np.array([[0, 1, 0], [1, 0, 1]])
+    perm = np.array([[1, 0, 2], [2, bad, 0]])
+    with pytest.raises(IndexError, match=r"outside 0\.\.2"):
+        transform_batch(CELLS["value"], codes=codes, outcomes=np.array([[0.0, 1.0, 0.5], [1.0, 0.0, 0.25]]),
+                        block=np.zeros((2, 3), dtype=np.int64), perms={r: perm for r in ROLES},
+                        maps=np.array([[0, 1], [1, 0]]), check=False)

@@ -202,3 +202,14 @@ def test_from_coded_refuses_codes_outside_the_vocab_and_unknown_columns() -> Non
     bad = {**text, "key": (np.array(["a"]), np.array([0, 1, 0], dtype=np.int32))}
     with pytest.raises(ValueError, match="text codes"):
         History.from_coded(text=bad, slot=[0, 1, 2], outcome=[0.1, 0.2, 0.3])
+
+
+def test_held_nbytes_counts_the_vocab_as_held_and_the_codes() -> None:
+    # 'stream' here: ASCII vocab ("a", "b") held as 1-byte text, one int32 code a row; 'key' holds "clé": not ASCII,
+    # so its vocab stays 4 bytes a character
+    h = History.from_columns(stream=["a", "a", "b"], family=["f"] * 3, context=["c"] * 3, slot=[0, 1, 0],
+                             task=["x", "y", "z"], key=["p", "clé", "p"], outcome=[0.1, 0.2, 0.3])
+    assert h.held_nbytes("stream") == 2 * 1 + 3 * 4
+    assert h.held_nbytes("key") == 2 * 3 * 4 + 3 * 4
+    with pytest.raises(KeyError, match="not a text column"):
+        h.held_nbytes("slot")

@@ -216,13 +216,27 @@ def transform_batch(
         return ident if role == ID else perms[role]
 
     ks, os_, ts = src(cell.key_from), src(cell.outcome_from), src(cell.task_from)
+    flat: dict[int, np.ndarray] = {}
+
+    def gather(x: np.ndarray, source: np.ndarray) -> np.ndarray:
+        """``np.take_along_axis(x, source, axis=1)`` (a new array): a copy at the identity, else one flat ``take``
+        through the source's row-offset positions (made once per source; positions outside a row refused)."""
+        if source is ident:
+            return np.array(x, copy=True)
+        at = flat.get(id(source))
+        if at is None:
+            if source.size and (int(source.min()) < 0 or int(source.max()) >= t_n):
+                raise IndexError(f"source positions outside 0..{t_n - 1}")
+            at = flat[id(source)] = (source + np.arange(0, s_n * t_n, t_n, dtype=np.int64)[:, None]).reshape(-1)
+        return np.ascontiguousarray(x).reshape(-1).take(at).reshape(s_n, t_n)
+
     _m_n, n_lab = maps.shape
     hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
-    moved = np.take_along_axis(codes, ks, axis=1)
+    moved = gather(codes, ks)
     mapped = hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2)
     keys = np.where(pad[:, None, :], -1, mapped) if padded else np.ascontiguousarray(mapped)
-    outs = fill(np.full((s_n, t_n), np.nan) if cell.mask else np.take_along_axis(outcomes, os_, axis=1), np.nan)
-    tasks = fill(np.take_along_axis(ident, ts, axis=1), -1)
+    outs = fill(np.full((s_n, t_n), np.nan) if cell.mask else gather(outcomes, os_), np.nan)
+    tasks = fill(gather(ident, ts), -1)
     if check:
         # Laws are checked on the label codes before ρ: ρ is a bijection applied elementwise to both
         # the transformed and the reference history, so every law holds under ρ iff it holds at id.
@@ -230,7 +244,7 @@ def transform_batch(
             ocodes, n_ocodes = outcome_codes(outcomes)
         masked_code = n_ocodes
         ref_oc = fill(ocodes, -1)
-        oc = fill(np.full_like(ocodes, masked_code) if cell.mask else np.take_along_axis(ocodes, os_, 1), -1)
+        oc = fill(np.full_like(ocodes, masked_code) if cell.mask else gather(ocodes, os_), -1)
         plain = fill(moved, -1)
         ref_tasks = fill(ident, -1)
         ref_keys = fill(codes, -1)

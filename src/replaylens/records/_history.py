@@ -301,6 +301,12 @@ class History:
         vocab, codes = self._held(name)
         return decode_bytes(vocab), codes
 
+    def held_nbytes(self, name: str) -> int:
+        """Bytes the text column ``name`` holds: its vocab as held (an ASCII vocab as bytes, 1 a character) and its
+        int32 codes (what :func:`text` would decode to numpy fixed-width text, 4 bytes a character a row)."""
+        vocab, codes = self._held(name)
+        return int(vocab.nbytes + codes.nbytes)
+
     def _held(self, name: str) -> TextCodes:
         """(vocab, codes) as held: an ASCII vocab as numpy bytes (1 byte a character), else as numpy text."""
         try:
