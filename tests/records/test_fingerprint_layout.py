@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,3 +139,58 @@ def test_inputs_with_a_lone_surrogate_are_checked_and_fingerprinted() -> None:
                                     outcome=[0.5])
     assert h.fingerprint() == hist("t\ud800").fingerprint() != hist("t\udc00").fingerprint()
     assert len(h.fingerprint()) == 64
+
+
+def _surrogate_inputs(where: str) -> tuple[Any, Any]:
+    from replaylens.records import FutureTask, FutureTasks, History
+
+    def txt(name: str, value: str) -> str:
+        return value + "\ud800" if where == name else value
+
+    h = History.from_columns(stream=[txt("stream", "s")] * 2, family=["f"] * 2, context=["c"] * 2, slot=[0, 1],
+                             task=["t0", txt("task", "t1")], key=["a", txt("key", "b")], outcome=[0.5, 1.0])
+    menu = ("a", txt("key", "b"), txt("menu", "m"))
+    f = FutureTasks((FutureTask(txt("stream", "s"), "f", "c", "x0", menu, 0),
+                     FutureTask(txt("stream", "s"), "f", "c", txt("future_task", "x1"), menu, 1)))
+    return h, f
+
+
+@pytest.mark.parametrize(("where", "source", "field", "message"), [
+    ("task", "<memory>", "task", "record 2 (stream 's', slot 1) holds a lone surrogate (U+D800 at character 3)"),
+    ("key", "<memory>", "key", "record 2 (stream 's', slot 1) holds a lone surrogate (U+D800 at character 2)"),
+    ("stream", "<memory>", "stream", "record 1 (stream 's\\ud800', slot 0)"),
+    ("future_task", "<memory>", "task", "future task 2 holds a lone surrogate (U+D800 at character 3)"),
+    ("menu", "<memory>", "menu", "future task 1 holds a lone surrogate (U+D800 at character 2)"),
+])
+def test_text_the_result_files_cannot_hold_is_one_input_error(where: str, source: str, field: str,
+                                                               message: str) -> None:
+    from replaylens.errors import InputError
+    from replaylens.records import check_storable
+
+    h, f = _surrogate_inputs(where)
+    with pytest.raises(InputError) as info:
+        check_storable(h, f)
+    err = info.value
+    assert (err.source, err.line, err.field) == (source, None, field)
+    assert message in err.message and "cannot store it" in err.message
+    check_storable(*_surrogate_inputs("nowhere"))   # the same inputs without the surrogate pass
+
+
+def test_an_audit_writing_results_refuses_such_text_before_touching_out(tmp_path: Path) -> None:
+    from replaylens.agents import reference_agent
+    from replaylens.bandit import make_bandit
+    from replaylens.errors import InputError
+    from replaylens.records import History
+    from replaylens.report import audit
+
+    sub = make_bandit(n_streams=4, slots_per_block=4, n_future=2, rng=1)
+    cols = sub.history.to_columns()
+    tasks = cols["task"].tolist()
+    tasks[0] += "\ud800"
+    h = History.from_columns(**{**cols, "task": tasks})
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=r"field 'task': record 1 .* lone surrogate"):
+        audit(h, sub.futures, sub.evaluator, reference_agent("mean"), out=out, n_resamples=50)
+    assert not out.exists()
+    got = audit(h, sub.futures, sub.evaluator, reference_agent("mean"), n_resamples=50)   # in memory: as before
+    assert got.rows

@@ -21,6 +21,7 @@ from ._io import (
     write_history,
 )
 from ._layout import to_arrow_text as arrow_text
+from ._storable import check_storable
 from ._text_codes import decode_bytes as unpack_text
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "arrow_text",
     "block_name",
     "check_inputs",
+    "check_storable",
     "distinct_rows",
     "evaluator_from_rows",
     "futures_from_tasks",

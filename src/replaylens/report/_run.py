@@ -19,7 +19,7 @@ from .._version import __version__
 from ..agents import Agent, as_agent
 from ..errors import ConfigError
 from ..maps import SlotSpec
-from ..records import Evaluator, FutureTasks, History
+from ..records import Evaluator, FutureTasks, History, check_storable
 from ..replay import PreparedReplay, plan_replay, prepare_replay
 from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
 from ._ahead import ReportAhead
@@ -75,6 +75,8 @@ def run_audit(
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
+    if out is not None:   # text the result files cannot hold: one input error before OUT is touched or a replay runs
+        check_storable(history, futures)
     with contextlib.ExitStack() as stack:
         heap = stack.enter_context(FrozenHeap())   # what the run holds throughout: out of the collector's passes
         # the run holds OUT (and its journal) from its first call into the agent to its last write
