@@ -7,8 +7,10 @@ derangements of 4 labels), 4 cells (aligned, value, pair, key_slot), 1 slot draw
 For every built-in known-law writer (and, with ``--rules``, the five reference rules) the script times
 the execution of the whole replay
 
-* array path: ``run_shard`` over all streams in one shard (``path="array"``), warmed once, best of 7
-  (a run is ~15-25 ms, so one scheduler hiccup on a shared host is a large part of it);
+* array path: ``run_shard`` over all streams in one shard (``path="array"``), warmed once, best of 12
+  (a run is ~15-25 ms, so one scheduler hiccup on a shared host is a large part of it); the runs come in
+  rounds over every writer, spread between the reference runs, so a slow spell of the host lands on a few
+  runs of each writer instead of on every run of one;
 * reference path: ``run_shard`` one stream at a time (``path="reference"``), once;
 
 with the input preparation (``prepare_streams``) done once outside both timings, and checks that the
@@ -90,34 +92,58 @@ def _first_difference(a: np.ndarray, b: np.ndarray) -> str:
            f"array {int(a[idx])} vs reference {int(b[idx])}"
 
 
-def bench_writer(name: str, agent: Agent, plan: ReplayPlan, sds: dict[str, StreamData],
-                 blocks: tuple[tuple[str, str], ...], *, array_runs: int) -> tuple[Row, list[str]]:
-    """Time one writer on both paths; returns the row and a list of mismatch descriptions (empty if equal)."""
-    ordered = [sds[s] for s in plan.streams]
-
-    run_shard(plan, ordered, agent, path="array", blocks=blocks)  # warm-up (not timed)
-    times: list[float] = []
-    arr: list[np.ndarray] = []
-    for _ in range(array_runs):
+def _array_round(plan: ReplayPlan, agents: dict[str, Agent], ordered: list[StreamData],
+                 blocks: tuple[tuple[str, str], ...], times: dict[str, list[float]],
+                 last: dict[str, list[np.ndarray]]) -> None:
+    """One timed array run of every writer, one after the other."""
+    for name, agent in agents.items():
         t0 = time.perf_counter()
-        arr = run_shard(plan, ordered, agent, path="array", blocks=blocks)
-        times.append(time.perf_counter() - t0)
+        last[name] = run_shard(plan, ordered, agent, path="array", blocks=blocks)
+        times[name].append(time.perf_counter() - t0)
 
-    ref: list[np.ndarray] = []
-    t0 = time.perf_counter()
-    for sd in ordered:
-        ref.extend(run_shard(plan, [sd], agent, path="reference", blocks=blocks))
-    ref_s = time.perf_counter() - t0
 
+def bench_writers(agents: dict[str, Agent], plan: ReplayPlan, sds: dict[str, StreamData],
+                  blocks: tuple[tuple[str, str], ...], *, array_runs: int) -> tuple[list[Row], list[str]]:
+    """Time every writer on both paths; returns the rows and a list of mismatch descriptions (empty if equal).
+
+    The array runs come in rounds (every writer once a round), spread evenly between the reference runs, so a
+    slow spell of a shared host falls on a few runs of every writer rather than on all runs of one; each writer's
+    array time is its best run."""
+    ordered = [sds[s] for s in plan.streams]
+    times: dict[str, list[float]] = {name: [] for name in agents}
+    last: dict[str, list[np.ndarray]] = {}
+    for agent in agents.values():
+        run_shard(plan, ordered, agent, path="array", blocks=blocks)  # warm-up (not timed)
+    gaps = len(agents) + 1  # before the first reference run, between them, after the last
+    rounds = [array_runs // gaps + (1 if g < array_runs % gaps else 0) for g in range(gaps)]
+    ref_s: dict[str, float] = {}
+    ref: dict[str, list[np.ndarray]] = {}
+    for g, name in enumerate([*agents, None]):
+        for _ in range(rounds[g]):
+            _array_round(plan, agents, ordered, blocks, times, last)
+        if name is None:
+            break
+        out: list[np.ndarray] = []
+        t0 = time.perf_counter()
+        for sd in ordered:
+            out.extend(run_shard(plan, [sd], agents[name], path="reference", blocks=blocks))
+        ref_s[name] = time.perf_counter() - t0
+        ref[name] = out
+
+    rows: list[Row] = []
     problems: list[str] = []
-    if len(arr) != len(ref):
-        problems.append(f"{name}: array path returned {len(arr)} streams, reference {len(ref)}")
-    for sd, a, b in zip(ordered, arr, ref, strict=False):
-        if not np.array_equal(a, b):
-            problems.append(f"{name}, stream {sd.name!r}: {_first_difference(a, b)}")
-    decisions = sum(int(a.size) for a in ref)
-    row = Row(name, decisions, min(times), ref_s, times, not problems)
-    return row, problems
+    for name in agents:
+        arr, want = last[name], ref[name]
+        bad: list[str] = []
+        if len(arr) != len(want):
+            bad.append(f"{name}: array path returned {len(arr)} streams, reference {len(want)}")
+        for sd, a, b in zip(ordered, arr, want, strict=False):
+            if not np.array_equal(a, b):
+                bad.append(f"{name}, stream {sd.name!r}: {_first_difference(a, b)}")
+        decisions = sum(int(a.size) for a in want)
+        rows.append(Row(name, decisions, min(times[name]), ref_s[name], times[name], not bad))
+        problems.extend(bad)
+    return rows, problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time the five reference rules (mean, sum, count, latest, best); ~40 s each")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     ap.add_argument("--seed", type=int, default=SEED, help=f"substrate seed (default {SEED})")
-    ap.add_argument("--array-runs", type=int, default=7, help="timed array runs, best taken (default 7)")
+    ap.add_argument("--array-runs", type=int, default=12,
+                    help="timed array runs of each writer, in rounds spread between the reference runs; best taken "
+                         "(default 12)")
     args = ap.parse_args(argv)
 
     n_streams = 8 if args.quick else 48
@@ -148,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(plan.draws)} draw, {plan.repeats} repeat; {n_tasks * plan.n_decisions_per_task:,} decisions "
           f"per writer")
     print(f"  prepare_streams (once, untimed below): {prep_s:.3f} s; array: warm-up + best of {args.array_runs} "
-          f"(one shard); reference: once, one stream at a time")
+          f"(one shard; in rounds over the writers, spread between the reference runs); reference: once, one stream "
+          f"at a time")
     print(f"  python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, seed {args.seed}")
     print()
 
@@ -156,12 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     head = f"{'writer':<24} {'decisions':>10} {'array s':>9} {'reference s':>12} {'ratio':>8}"
     print(head)
     print("-" * len(head))
-    rows: list[Row] = []
-    problems: list[str] = []
-    for name, make in writers:
-        row, bad = bench_writer(name, make(), plan, sds, blocks, array_runs=args.array_runs)
-        rows.append(row)
-        problems.extend(bad)
+    rows, problems = bench_writers({name: make() for name, make in writers}, plan, sds, blocks,
+                                   array_runs=args.array_runs)
+    for row in rows:
         flag = "" if row.identical else "  MISMATCH"
         print(f"{row.writer:<24} {row.decisions:>10,} {row.array_s:>9.4f} {row.reference_s:>12.3f} "
               f"{row.ratio:>7.1f}x{flag}", flush=True)
