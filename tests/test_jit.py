@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +88,54 @@ def test_mul_hi64_is_the_high_word_of_the_product_plain_and_compiled() -> None:
         require("fast", "numba (the fast extra) is not installed")
     native = importlib.import_module("replaylens._jit_native")
     assert [int(native.mul_hi64(a, b)) for a, b in pairs] == plain
+
+
+_HELPERS_SRC = '''
+from replaylens._jit import loop_helper
+
+
+@loop_helper
+def bump(x):
+    return x + {step}
+'''
+_LOOP_SRC = '''
+import sys
+
+from replaylens._jit import compiled
+
+from .helpers import bump
+
+
+def loop(x):
+    return bump(x)
+
+
+fn = compiled(loop, lambda f: f(1))
+print(fn(10) if fn is not None else "no numba")
+'''
+
+
+def test_a_cached_loop_is_compiled_again_when_a_helper_it_inlines_changes(tmp_path: Path) -> None:
+    """numba's disk cache keys a loop by its own file and bytecode only; a helper edited in another file (the
+    shared PCG64 step in _jit.py, say) must not leave the loop's old machine code in use."""
+    if importlib.util.find_spec("numba") is None:
+        require("fast", "numba (the fast extra) is not installed")
+    pkg = tmp_path / "jitpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "loops.py").write_text(_LOOP_SRC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("NUMBA_DISABLE_JIT", None)
+
+    def run(step: int) -> str:
+        (pkg / "helpers.py").write_text(_HELPERS_SRC.format(step=step))
+        got = subprocess.run([sys.executable, "-c", "import jitpkg.loops"], env=env, capture_output=True,
+                             text=True, timeout=300, check=True)
+        return got.stdout.strip()
+
+    assert run(1) == "11"
+    assert any(p.suffix == ".nbi" for p in (pkg / "__pycache__").iterdir())   # the loop was cached on disk
+    assert run(5) == "15"    # the helper changed: compiled again, not the cached 11
+    assert run(5) == "15"    # and cached again
+    assert run(1) == "11"

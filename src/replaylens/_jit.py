@@ -13,10 +13,14 @@ so callers use a loop only for work that pays for that (:func:`worth_it`), or on
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import importlib.util
+import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -118,12 +122,63 @@ def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], obj
         numba = None
     if numba is not None:
         try:
+            digest = _helpers_digest(loop)   # (read before the helpers' names are bound to compiled forms)
             _bind_helpers(numba, loop)
             fn = numba.njit(nogil=True, cache=True)(loop)
+            _fresh_cache(fn, loop, digest)
             probe(fn)
         except Exception:  # a numba that cannot compile here: keep the numpy path
             fn = None
     return fn
+
+
+def _helpers_digest(loop: Callable[..., Any]) -> str:
+    """sha256 of the code of every helper ``loop`` reaches (through helpers' own helpers too), and of the native
+    forms' module for a native helper: what numba's disk cache does not key a loop on (its own file and bytecode)."""
+    plain = {id(form): fn for fn, form in _FORMS.items()}   # a name already bound reads as its plain helper
+    seen: dict[Callable[..., Any], None] = {}
+
+    def visit(fn: Callable[..., Any]) -> None:
+        for name in fn.__code__.co_names:
+            obj = fn.__globals__.get(name)
+            dep = plain.get(id(obj), obj)
+            if dep in _HELPERS and dep not in seen:
+                seen[dep] = None
+                visit(dep)
+
+    visit(loop)
+    h = hashlib.sha256()
+    for dep in sorted(seen, key=lambda f: (f.__module__, f.__qualname__)):
+        code = dep.__code__
+        h.update(f"{dep.__module__}.{dep.__qualname__}\0".encode())
+        h.update(code.co_code + repr((code.co_consts, code.co_names)).encode())
+        if dep in _NATIVE:
+            spec = importlib.util.find_spec("replaylens._jit_native")
+            if spec is not None and spec.origin:
+                h.update(Path(spec.origin).read_bytes())
+    return h.hexdigest()
+
+
+def _fresh_cache(fn: Any, loop: Callable[..., Any], digest: str) -> None:
+    """Empty ``fn``'s disk cache index when the helpers it inlines changed since the cache was written (their
+    digest is kept in a stamp file beside the index), so the loop is compiled again, then record the digest.
+    Best effort: a cache that cannot be read or written is left to numba."""
+    cache = getattr(fn, "_cache", None)
+    where = getattr(cache, "_cache_path", None)
+    if cache is None or not where:
+        return
+    stamp = Path(where) / f"{loop.__module__}.{loop.__qualname__}.helpers"
+    try:
+        if stamp.read_text(encoding="ascii") == digest:
+            return
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(Exception):
+        cache.flush()   # an empty index: every signature compiled again, then cached again
+    with contextlib.suppress(OSError):
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(digest, encoding="ascii")
+        os.replace(tmp, stamp)
 
 
 def loaded() -> bool:
