@@ -139,3 +139,19 @@ def test_a_cached_loop_is_compiled_again_when_a_helper_it_inlines_changes(tmp_pa
     assert run(5) == "15"    # the helper changed: compiled again, not the cached 11
     assert run(5) == "15"    # and cached again
     assert run(1) == "11"
+
+
+def test_the_helpers_digest_is_the_same_in_every_process() -> None:
+    # a nested code object's repr holds its address: the digest hashes its bytes instead, so a cached loop is not
+    # compiled again by every new process
+    probe = ("from replaylens import _jit\n"
+             "def helper(x):\n"
+             "    f = lambda y: y + 1\n"
+             "    return f(x)\n"
+             "_jit._HELPERS.add(helper)\n"
+             "def loop(x):\n"
+             "    return helper(x)\n"
+             "print(_jit._helpers_digest(loop))\n")
+    got = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          timeout=120).stdout for _ in range(2)}
+    assert len(got) == 1 and len(got.pop().strip()) == 64

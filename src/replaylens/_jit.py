@@ -19,6 +19,7 @@ import importlib.util
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -149,14 +150,21 @@ def _helpers_digest(loop: Callable[..., Any]) -> str:
     visit(loop)
     h = hashlib.sha256()
     for dep in sorted(seen, key=lambda f: (f.__module__, f.__qualname__)):
-        code = dep.__code__
-        h.update(f"{dep.__module__}.{dep.__qualname__}\0".encode())
-        h.update(code.co_code + repr((code.co_consts, code.co_names)).encode())
+        h.update(f"{dep.__module__}.{dep.__qualname__}\0".encode() + _code_bytes(dep.__code__))
         if dep in _NATIVE:
             spec = importlib.util.find_spec("replaylens._jit_native")
             if spec is not None and spec.origin:
                 h.update(Path(spec.origin).read_bytes())
     return h.hexdigest()
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    """A code object's bytecode, names and constants (nested code objects by their own bytes, never by a repr
+    that holds their address), the same in every process."""
+    parts = [code.co_code, repr(code.co_names).encode()]
+    for const in code.co_consts:
+        parts.append(_code_bytes(const) if isinstance(const, types.CodeType) else repr(const).encode())
+    return b"\0".join(parts)
 
 
 def _fresh_cache(fn: Any, loop: Callable[..., Any], digest: str) -> None:
