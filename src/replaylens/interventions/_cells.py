@@ -216,19 +216,20 @@ def transform_batch(
         return ident if role == ID else perms[role]
 
     ks, os_, ts = src(cell.key_from), src(cell.outcome_from), src(cell.task_from)
-    flat: dict[int, np.ndarray] = {}
+    checked: set[int] = set()
+    row_start = np.arange(0, s_n * t_n, t_n, dtype=np.int64)[:, None]
 
     def gather(x: np.ndarray, source: np.ndarray) -> np.ndarray:
         """``np.take_along_axis(x, source, axis=1)`` (a new array): a copy at the identity, else one flat ``take``
-        through the source's row-offset positions (made once per source; positions outside a row refused)."""
+        at the source's positions plus their row's start (positions outside a row refused, checked once a source;
+        the flat positions are made for each call and dropped after it: one (S, T) index at a time)."""
         if source is ident:
             return np.array(x, copy=True)
-        at = flat.get(id(source))
-        if at is None:
+        if id(source) not in checked:
             if source.size and (int(source.min()) < 0 or int(source.max()) >= t_n):
                 raise IndexError(f"source positions outside 0..{t_n - 1}")
-            at = flat[id(source)] = (source + np.arange(0, s_n * t_n, t_n, dtype=np.int64)[:, None]).reshape(-1)
-        return np.ascontiguousarray(x).reshape(-1).take(at).reshape(s_n, t_n)
+            checked.add(id(source))
+        return np.ascontiguousarray(x).reshape(-1).take((source + row_start).reshape(-1)).reshape(s_n, t_n)
 
     _m_n, n_lab = maps.shape
     hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
