@@ -219,17 +219,21 @@ def transform_batch(
     checked: set[int] = set()
     row_start = np.arange(0, s_n * t_n, t_n, dtype=np.int64)[:, None]
 
-    def gather(x: np.ndarray, source: np.ndarray) -> np.ndarray:
-        """``np.take_along_axis(x, source, axis=1)`` (a new array): a copy at the identity, else one flat ``take``
-        at the source's positions plus their row's start (positions outside a row refused, checked once a source;
-        the flat positions are made for each call and dropped after it: one (S, T) index at a time)."""
-        if source is ident:
-            return np.array(x, copy=True)
-        if id(source) not in checked:
+    def within_rows(source: np.ndarray) -> np.ndarray:
+        """``source``, its positions checked to lie in 0..T−1 (once a source; the identity needs no check)."""
+        if source is not ident and id(source) not in checked:
             if source.size and (int(source.min()) < 0 or int(source.max()) >= t_n):
                 raise IndexError(f"source positions outside 0..{t_n - 1}")
             checked.add(id(source))
-        return np.ascontiguousarray(x).reshape(-1).take((source + row_start).reshape(-1)).reshape(s_n, t_n)
+        return source
+
+    def gather(x: np.ndarray, source: np.ndarray) -> np.ndarray:
+        """``np.take_along_axis(x, source, axis=1)`` (a new array): a copy at the identity, else one flat ``take``
+        at the source's positions plus their row's start (the flat positions are made for each call and dropped
+        after it: one (S, T) index at a time)."""
+        if source is ident:
+            return np.array(x, copy=True)
+        return np.ascontiguousarray(x).reshape(-1).take((within_rows(source) + row_start).reshape(-1)).reshape(s_n, t_n)
 
     _m_n, n_lab = maps.shape
     hist_maps = maps if cell.history_map else np.broadcast_to(np.arange(n_lab), maps.shape)
@@ -237,7 +241,7 @@ def transform_batch(
     mapped = hist_maps[:, np.maximum(moved, 0)].transpose(1, 0, 2)
     keys = np.where(pad[:, None, :], -1, mapped) if padded else np.ascontiguousarray(mapped)
     outs = fill(np.full((s_n, t_n), np.nan) if cell.mask else gather(outcomes, os_), np.nan)
-    tasks = fill(gather(ident, ts), -1)
+    tasks = fill(np.array(within_rows(ts), dtype=np.int64), -1)   # a slot's task input: its source position
     if check:
         # Laws are checked on the label codes before ρ: ρ is a bijection applied elementwise to both
         # the transformed and the reference history, so every law holds under ρ iff it holds at id.
