@@ -8,7 +8,7 @@ error naming the object, the field and the record, not a traceback from the repo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,16 +22,15 @@ __all__ = ["check_storable"]
 _WHY = "the result files (UTF-8) cannot store it; fix the text, or audit without an output directory"
 
 
-def _first_bad(values: Iterable[str]) -> tuple[int, int] | None:
+def _first_bad(values: Sequence[str]) -> tuple[int, int] | None:
     """(index, character) of the first value holding a lone surrogate, or ``None``: one encode of the values
     joined (a C pass), value by value only when that fails."""
-    vals = list(values)
     try:
-        "".join(vals).encode("utf-8")
+        "".join(values).encode("utf-8")
         return None
     except UnicodeEncodeError:
         pass
-    for i, v in enumerate(vals):
+    for i, v in enumerate(values):
         at = lone_surrogate(v)
         if at is not None:
             return i, at
@@ -59,9 +58,9 @@ def check_storable(history: History, futures: FutureTasks) -> None:
                              f"{int(history.slot[row])}) holds a lone surrogate ({_point(words[bad[0]], bad[1])}): "
                              f"{_WHY}")
     cols = futures.columns
-    named: list[tuple[str, list[str], np.ndarray | None]] = [
-        ("stream", list(cols.streams), cols.stream), ("family", list(cols.families), cols.family),
-        ("context", list(cols.contexts), cols.context)]
+    named: list[tuple[str, Sequence[str], np.ndarray | None]] = [
+        ("stream", cols.streams, cols.stream), ("family", cols.families, cols.family),
+        ("context", cols.contexts, cols.context)]
     if cols.task_text.dtype.kind != "S":   # held as bytes: every id ASCII
         named.append(("task", cols.task_text.tolist(), None))   # one id per task: a value's index is its task's
     for name, words, code in named:
