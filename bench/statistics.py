@@ -8,10 +8,11 @@ sign-flip tests over ``--streams`` clusters and ``--resamples`` draws.  The scri
 2. the audit's ``--rows`` rows the way ``summarize`` did before issue 27 (per row: ``cluster_bootstrap`` and
    two ``sign_flip_test`` calls with per-row seeds, rows on ``--threads`` threads) against the shared
    resamples (:func:`replaylens.inference.shared_bootstrap` / ``shared_sign_flip_tests``: one set of draws
-   for every row, BLAS products, blocks on ``--threads`` threads), with the largest interval-bound
-   difference in Monte Carlo units (bootstrap standard errors);
-3. the shared resamples alone at ``--full-resamples`` draws (the default audit's 20,000), then with the
-   bootstrap's draws counted by numpy and by the compiled loop of the ``fast`` extra (numba): same bytes.
+   for every row, BLAS products for the bootstrap, table sums for the sign flips, blocks on ``--threads``
+   threads), with the largest interval-bound difference in Monte Carlo units (bootstrap standard errors);
+3. the shared resamples alone at ``--full-resamples`` draws (the default audit's 20,000; the bootstrap's and
+   the sign flips' times apart), then on numpy's paths and on the compiled loops of the ``fast`` extra (numba:
+   the bootstrap's draw counts, the sign flips' table sums): same bytes.
 
 The per-row reference at 50,000 streams x 20,000 draws x 7 rows takes several minutes, so the comparison
 (2) runs at ``--resamples`` (2,000 by default; both sides scale linearly in draws) and (3) gives the
@@ -71,29 +72,42 @@ def shared(stacks: list[np.ndarray], resamples: int, threads: int) -> tuple[floa
 
 
 def shared_timed(stacks: list[np.ndarray], resamples: int, threads: int) -> tuple[float, list[Any]]:
+    wall, ivs, _ = shared_parts(stacks, resamples, threads)
+    return wall, ivs
+
+
+def shared_parts(stacks: list[np.ndarray], resamples: int, threads: int) -> tuple[float, list[Any], list[Any]]:
+    """The audit's shared statistics: ``(seconds, intervals, sign-flip tests)``; prints the two parts' times."""
     t0 = time.perf_counter()
     values = np.hstack(stacks)
     ivs = shared_bootstrap(values, n_resamples=resamples, seed=0, groups=[3] * len(stacks), threads=threads)
-    shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=resamples, seed=0, threads=threads)
-    return time.perf_counter() - t0, ivs
+    t1 = time.perf_counter()
+    flips = shared_sign_flip_tests(np.delete(values, np.s_[::3], axis=1), n_resamples=resamples, seed=0,
+                                   threads=threads)
+    t2 = time.perf_counter()
+    print(f"    (bootstrap {t1 - t0:6.2f} s, sign flips {t2 - t1:6.2f} s)")
+    return t2 - t0, ivs, flips
 
 
 def compiled_against_numpy(stacks: list[np.ndarray], resamples: int, threads: int) -> bool:
-    """The shared resamples with the bootstrap's draws counted by numpy and by the compiled loop (``fast`` extra):
-    prints both times; True when the distributions are the same bytes (or numba is not installed)."""
+    """The shared resamples on numpy's paths and on the compiled loops (``fast`` extra: the bootstrap's draw
+    counts, the sign flips' table sums): prints both times; True when the bootstrap distributions and the
+    sign-flip nulls are the same bytes (or numba is not installed)."""
     keep = shared_mod.compiled_available
     shared_mod.compiled_available = lambda: False
     try:
-        t_np, iv_np = shared_timed(stacks, resamples, threads)
+        t_np, iv_np, fl_np = shared_parts(stacks, resamples, threads)
     finally:
         shared_mod.compiled_available = keep
     if not shared_mod._use_compiled(stacks[0].shape[0], resamples):
-        print(f"  numpy draws        {t_np:8.2f} s  (the compiled loop is not used here: numba missing or too small)")
+        print(f"  numpy paths        {t_np:8.2f} s  (the compiled loops are not used here: numba missing or too small)")
         return True
-    t_c, iv_c = shared_timed(stacks, resamples, threads)
-    same = all(a.distribution.tobytes() == b.distribution.tobytes() for a, b in zip(iv_np, iv_c, strict=True))
-    print(f"  numpy draws        {t_np:8.2f} s")
-    print(f"  compiled draws     {t_c:8.2f} s  {'same bytes' if same else 'MISMATCH'}  ratio {t_np / t_c:.2f}x")
+    t_c, iv_c, fl_c = shared_parts(stacks, resamples, threads)
+    same = (all(a.distribution.tobytes() == b.distribution.tobytes() for a, b in zip(iv_np, iv_c, strict=True))
+            and all(a.null_distribution.tobytes() == b.null_distribution.tobytes()
+                    for a, b in zip(fl_np, fl_c, strict=True)))
+    print(f"  numpy paths        {t_np:8.2f} s")
+    print(f"  compiled loops     {t_c:8.2f} s  {'same bytes' if same else 'MISMATCH'}  ratio {t_np / t_c:.2f}x")
     return same
 
 
@@ -130,7 +144,7 @@ def main() -> int:
     print(f"shared resamples alone, {args.rows} rows x {args.streams} streams x {args.full_resamples} draws, "
           f"{args.threads} threads: {full:8.2f} s wall, {cpu:8.2f} s CPU (all threads)")
 
-    print(f"shared resamples, bootstrap draws counted by numpy vs the compiled loop, {args.full_resamples} draws:")
+    print(f"shared resamples on numpy's paths vs the compiled loops, {args.full_resamples} draws:")
     compiled_same = compiled_against_numpy(stacks, args.full_resamples, args.threads)
 
     t_ref, b_ref = per_row_reference(stacks, args.resamples, args.threads)

@@ -1,7 +1,8 @@
-"""The compiled draw-and-count loop (``fast`` extra, numba) against numpy's own draws (issue 27).
+"""The compiled loops of the shared resamples (``fast`` extra, numba) against numpy's (issue 27).
 
-It must give exactly the cluster indices of ``Generator.integers(0, n, dtype=int64)`` (through their
-counts), call after call, and so the shared bootstrap's bytes must not depend on it.
+The draw-and-count loop must give exactly the cluster indices of ``Generator.integers(0, n, dtype=int64)``
+(through their counts), call after call, and the sign-flip sums exactly numpy's path's additions, so neither
+statistic's bytes depend on whether numba is installed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from replaylens.inference import shared_bootstrap
 
 compiled = importlib.import_module("replaylens.inference._compiled")
 shared = importlib.import_module("replaylens.inference._shared")
+flipsums = importlib.import_module("replaylens.inference._flipsums")
 
 
 @pytest.fixture(autouse=True)
@@ -94,17 +96,25 @@ def test_shared_bootstrap_bytes_do_not_depend_on_the_compiled_loop(monkeypatch: 
         assert a.low.tobytes() == b.low.tobytes() and a.high.tobytes() == b.high.tobytes()
 
 
-@settings(max_examples=30, deadline=None)
-@given(width=st.integers(1, 6), c=st.integers(1, 4), seed=st.integers(0, 2**32))
-def test_sign_rows_equal_the_byte_table_lookup(width: int, c: int, seed: int) -> None:
-    raw = np.random.default_rng(seed).bit_generator.random_raw(c * width).astype("<u8")
-    raw[:1] = [0xFFFF_FFFF_FFFF_FFFF] if seed % 2 else [0]   # every bit set, or none
-    out = np.full((c, 64 * width), 7.0)
-    expand = compiled.expand_signs()
-    assert expand is not None
-    expand(raw, out)
-    want = shared._SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width)
-    assert out.tobytes() == want.tobytes()
+@settings(max_examples=40, deadline=None)
+@given(width=st.integers(1, 40), c=st.integers(1, 9), quads=st.integers(1, 5), seed=st.integers(0, 2**32))
+def test_flip_sums_equal_the_numpy_sums_byte_for_byte(width: int, c: int, quads: int, seed: int) -> None:
+    """The compiled signed sums add what numpy's path adds, in its order: values spread over 24 orders of
+    magnitude (where any other order of the additions changes the bytes), every bit set or none in a word,
+    draws not a multiple of the four the compiled loop takes at once, tables in several chunks."""
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 2**64, size=c * width, dtype=np.uint64)
+    raw[:1] = [0xFFFF_FFFF_FFFF_FFFF] if seed % 2 else [0]
+    padded = rng.normal(size=(64 * width, 4 * quads)) * 10.0 ** rng.integers(-8, 16, size=(64 * width, 1))
+    got, want = np.full((c, 4 * quads), 7.0), np.full((c, 4 * quads), 7.0)
+    kernel = compiled.flip_sums()
+    assert kernel is not None
+    kernel(raw, padded, got)
+    flipsums.flip_sums(raw, padded, want)
+    assert got.tobytes() == want.tobytes()
+    signs = 1.0 - 2.0 * ((raw.view(np.uint8)[:, None] >> np.arange(8)) & 1).reshape(c, 64 * width)
+    exact = signs @ padded   # any order: equal to within the rounding of the sums
+    assert np.allclose(got, exact, rtol=1e-12, atol=1e-12 * np.abs(padded).sum(axis=0).max())
 
 
 @pytest.mark.parametrize("n", [70, 257, 3000])

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import require
 from replaylens.errors import ConfigError
 from replaylens.inference import cluster_bootstrap, shared_bootstrap, shared_sign_flip_tests, sign_flip_test
 from replaylens.rng import derive_seed
@@ -137,14 +138,38 @@ def test_bootstrap_counts_are_the_documented_draws() -> None:
     assert np.allclose(got.distribution, expect, rtol=0, atol=1e-14)
 
 
-def test_sign_bits_are_the_documented_bits() -> None:
-    v = _data(70, seed=8)[:, 1:]
-    got = shared_sign_flip_tests(v, n_resamples=3, seed=4)
-    raw = np.random.PCG64(derive_seed(4, "audit-signflip", 0)).random_raw(3 * 2).reshape(3, 2)
-    bits = np.array([[(int(raw[b, c // 64]) >> (c % 64)) & 1 for c in range(70)] for b in range(3)])
-    expect = (1 - 2 * bits) @ v / 70
+def _documented_flip_sum(words: list[int], x: list[float]) -> float:
+    """The documented null sum in plain Python: clusters in groups of four, each group's entry
+    ``((s0 x0 + s1 x1) + s2 x2) + s3 x3`` (sign -1 where the cluster's bit is set), added from 0.0 group after
+    group."""
+    total = 0.0
+    for g in range(len(x) // 4):
+        entry = 0.0
+        for b in range(4):
+            i = 4 * g + b
+            term = -x[i] if (words[i // 64] >> (i % 64)) & 1 else x[i]
+            entry = term if b == 0 else entry + term
+        total += entry
+    return total
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_sign_flip_nulls_are_the_documented_sums(monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+    """Block 0's null means, byte for byte, rebuilt from the documented spec (the signs are the bits of the
+    block's PCG64 words; the sums add groups of four clusters in order), on the numpy path and the compiled one."""
+    if compiled:
+        if not importlib.import_module("replaylens.inference._compiled").compiled_available():
+            require("fast", "numba (the fast extra) is not installed")
+        monkeypatch.setattr(shared, "COMPILED_CELLS", 0)
+    else:
+        monkeypatch.setattr(shared, "compiled_available", lambda: False)
+    v = _data(70, seed=8)[:, 1:] * np.array([1e12, 1e-6])   # magnitudes where another order changes bytes
+    got = shared_sign_flip_tests(v, n_resamples=5, seed=4)
+    raw = np.random.PCG64(derive_seed(4, "audit-signflip", 0)).random_raw(5 * 2).reshape(5, 2)
     for j in range(2):
-        assert np.allclose(got[j].null_distribution, expect[:, j], rtol=0, atol=1e-15)
+        x = [float(a) for a in v[:, j]] + [0.0] * (128 - 70)
+        want = [_documented_flip_sum([int(w) for w in raw[b]], x) / 70 for b in range(5)]
+        assert got[j].null_distribution.tobytes() == np.array(want).tobytes(), j
 
 
 # ------------------------------------------------------------------------------------------ reproducibility

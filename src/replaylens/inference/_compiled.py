@@ -10,9 +10,10 @@ rejecting a product whose low word falls below ``(2**32 - n) mod n`` (numpy's
 after each call.  The equality with numpy's draws is tested byte for byte; the products that follow are
 unchanged, so the bootstrap's bytes do not depend on whether numba is installed.
 
-:func:`expand_signs` is the sign-flip test's expansion of raw 64-bit words into rows of +1.0 / -1.0 (bit ``b``
-of word ``w`` of a row, least significant first, sets cluster ``64 w + b`` to -1.0), written in place: the same
-matrix, so the same products, as the numpy path's byte-table lookup (tested byte for byte).
+:func:`flip_sums` is the sign-flip test's signed sums (:mod:`._flipsums`: groups of four clusters looked up in
+16-entry tables of their signed sums, added group after group), in one GIL-free pass that keeps each table chunk
+in the first-level cache and four draws by four columns in registers: the same additions in the same order as
+the numpy path, so the same bytes (tested byte for byte).
 
 Without numba (or for small problems, where compiling would cost more than it saves) the caller keeps the
 numpy path.
@@ -26,7 +27,7 @@ import numpy as np
 
 from replaylens._jit import compiled, loop_helper, pcg64_next
 
-__all__ = ["BootstrapCounts", "compiled_available", "expand_signs"]
+__all__ = ["BootstrapCounts", "compiled_available", "flip_sums"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -85,25 +86,96 @@ def _kernel() -> Callable[..., None] | None:
     return compiled(_pcg_lemire_counts, _probe)
 
 
-def _expand_signs(raw: np.ndarray, out: np.ndarray) -> None:
-    """Row ``r`` of ``out`` (``(c, 64 W)`` float64) := the signs of words ``raw[r W : (r + 1) W]`` (uint64):
-    ``1 - 2 · bit``, bit ``b`` of word ``w`` at column ``64 w + b``."""
-    one = np.uint64(1)
-    width = out.shape[1] // 64
-    for r in range(out.shape[0]):
-        for w in range(width):
-            word = raw[r * width + w]
-            for b in range(64):
-                out[r, 64 * w + b] = 1.0 - 2.0 * np.float64((word >> np.uint64(b)) & one)
+@loop_helper
+def _nibble_tables(padded: np.ndarray, g0: int, g1: int, tables: np.ndarray) -> None:
+    """``tables[g - g0]`` := group ``g``'s 16 signed sums for ``g0 <= g < g1`` (:func:`._flipsums.nibble_tables`:
+    entry ``m`` is ``((s0 x0 + s1 x1) + s2 x2) + s3 x3``, ``s_b = -1`` where bit ``b`` of ``m`` is set)."""
+    kk = padded.shape[1]
+    for g in range(g0, g1):
+        t = tables[g - g0]
+        for k in range(kk):
+            x = padded[4 * g, k]
+            t[0, k] = x
+            t[1, k] = -x
+        size = 2
+        for b in range(1, 4):
+            for m in range(size):
+                for k in range(kk):
+                    x = padded[4 * g + b, k]
+                    t[m + size, k] = t[m, k] - x
+                    t[m, k] = t[m, k] + x
+            size *= 2
 
 
-def _probe_signs(fn: Callable[..., None]) -> None:
-    fn(np.ones(1, dtype=np.uint64), np.zeros((1, 64)))
+@loop_helper
+def _add_tables(raw: np.ndarray, width: int, w0: int, w1: int, tables: np.ndarray, out: np.ndarray) -> None:
+    """``out[r, k] +=`` the table entries of words ``w0 <= w < w1`` of draw ``r`` (nibble ``j`` of word ``w``
+    picks the entry of group ``16 w + j``), group after group; four draws by four columns at a time (``out``'s
+    columns a multiple of four; a last partial set of draws repeats its last draw, written twice alike)."""
+    draws, kk = out.shape
+    m4 = np.uint64(15)
+    last = draws - 1
+    for k0 in range(0, kk, 4):
+        for r0 in range(0, draws, 4):
+            ra, rb, rc, rd = r0, min(r0 + 1, last), min(r0 + 2, last), min(r0 + 3, last)
+            a0, a1, a2, a3 = out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3]
+            b0, b1, b2, b3 = out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3]
+            c0, c1, c2, c3 = out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3]
+            d0, d1, d2, d3 = out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3]
+            for w in range(w0, w1):
+                base = 16 * (w - w0)
+                wa, wb = raw[ra * width + w], raw[rb * width + w]
+                wc, wd = raw[rc * width + w], raw[rd * width + w]
+                for j in range(16):
+                    sh = np.uint64(4 * j)
+                    ta = tables[base + j, (wa >> sh) & m4]
+                    tb = tables[base + j, (wb >> sh) & m4]
+                    tc = tables[base + j, (wc >> sh) & m4]
+                    td = tables[base + j, (wd >> sh) & m4]
+                    a0 += ta[k0]
+                    a1 += ta[k0 + 1]
+                    a2 += ta[k0 + 2]
+                    a3 += ta[k0 + 3]
+                    b0 += tb[k0]
+                    b1 += tb[k0 + 1]
+                    b2 += tb[k0 + 2]
+                    b3 += tb[k0 + 3]
+                    c0 += tc[k0]
+                    c1 += tc[k0 + 1]
+                    c2 += tc[k0 + 2]
+                    c3 += tc[k0 + 3]
+                    d0 += td[k0]
+                    d1 += td[k0 + 1]
+                    d2 += td[k0 + 2]
+                    d3 += td[k0 + 3]
+            out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3] = a0, a1, a2, a3
+            out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3] = b0, b1, b2, b3
+            out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3] = c0, c1, c2, c3
+            out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3] = d0, d1, d2, d3
 
 
-def expand_signs() -> Callable[[np.ndarray, np.ndarray], None] | None:
-    """The compiled sign expansion ``(raw words, out rows)``, or ``None`` without numba."""
-    return compiled(_expand_signs, _probe_signs)
+def _flip_sums(raw: np.ndarray, padded: np.ndarray, out: np.ndarray) -> None:
+    """``out`` (``(c, K)``, ``K`` a multiple of 4) := the signed sums of :func:`._flipsums.flip_sums` for the
+    ``c`` sign vectors in ``raw`` (``c · W`` uint64 words; ``padded`` is ``(64 W, K)``), one table chunk of at
+    most 32 KiB at a time (the order of the additions does not depend on the chunk)."""
+    n64, kk = padded.shape
+    width = n64 // 64
+    per_chunk = max(1, 16 // kk)   # words per chunk: 16 groups of 16 entries of kk float64 each
+    out[:] = 0.0
+    tables = np.empty((16 * per_chunk, 16, kk))
+    for w0 in range(0, width, per_chunk):
+        w1 = min(width, w0 + per_chunk)
+        _nibble_tables(padded, 16 * w0, 16 * w1, tables)
+        _add_tables(raw, width, w0, w1, tables, out)
+
+
+def _probe_flips(fn: Callable[..., None]) -> None:
+    fn(np.ones(1, dtype=np.uint64), np.ones((64, 4)), np.zeros((1, 4)))
+
+
+def flip_sums() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """The compiled signed sums ``(raw words, padded values, out)``, or ``None`` without numba."""
+    return compiled(_flip_sums, _probe_flips)
 
 
 def compiled_available() -> bool:

@@ -11,7 +11,8 @@ clusters, so here **one** set of draws serves every row and column:
   draw (cache-sized), then one matrix product
   ``counts (draws x n) @ centred values (n x K)`` gives every column's resampled mean;
 * **sign flips** -- each draw takes ``ceil(n / 64)`` raw 64-bit words: bit ``b`` of word ``w`` (least
-  significant first) flips cluster ``64 w + b`` (bit set: sign -1); one product ``signs @ values``.
+  significant first) flips cluster ``64 w + b`` (bit set: sign -1); the signed sums of every column add the
+  clusters four at a time from tables of their 16 signed sums, in a fixed order (:mod:`._flipsums`).
   Exact enumeration for tiny ``n`` is delegated to :func:`sign_flip_test`, as it decides.
 
 Draws come in blocks of :data:`BLOCK` draws; block ``i`` draws from its own Generator
@@ -20,7 +21,9 @@ Draws come in blocks of :data:`BLOCK` draws; block ``i`` draws from its own Gene
 A column of zeros (the row of an intervention that changed no decision) resamples to exact zeros and is left
 out of the products (:func:`_live_columns`).
 
-Reproducibility (weaker than the reference's, and stated): a BLAS product does not add in a fixed order.
+Reproducibility: the sign-flip nulls add in a fixed order, so their bytes depend only on ``seed``,
+``n_resamples`` and the values, on every installation.  The bootstrap's (weaker than the reference's, and
+stated): a BLAS product does not add in a fixed order.
 On one installation the bytes depend only on ``seed``, ``n_resamples``, the values' shape and which of their
 columns are zeros (the products' width; measured: most widths round every element as the full product does,
 some differ in the last bit): not on the
@@ -48,7 +51,9 @@ from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
-from ._compiled import BootstrapCounts, compiled_available, expand_signs
+from ._compiled import BootstrapCounts, compiled_available
+from ._compiled import flip_sums as flip_sums_compiled
+from ._flipsums import flip_sums
 from ._results import BootstrapResult, SignFlipResult
 from ._signflip import _MAX_EXACT, sign_flip_test
 
@@ -63,8 +68,6 @@ _MAX_CELLS = 1 << 20
 COMPILED_CELLS = 1 << 28
 #: leave the columns of zeros out of the products (their resampled means are zeros); off only to test that
 SKIP_ZERO_COLUMNS = True
-#: sign (+1 / -1) of bit ``b`` of byte value ``v``: ``_SIGN_BITS[v, b]``
-_SIGN_BITS = 1.0 - 2.0 * ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
 
 
 def _threads(threads: int | None) -> int:
@@ -117,26 +120,32 @@ def _use_compiled(n: int, n_resamples: int) -> bool:
     return worth_it(n * n_resamples, COMPILED_CELLS) and compiled_available()
 
 
-def _signflip_block(seed: int, block: int, padded: np.ndarray, n: int, draws: int, out: np.ndarray, *,
-                    compiled: bool = False) -> None:
-    """Null means of block ``block`` (``draws`` sign vectors) into ``out`` (``draws x K``).  ``compiled``: the
-    sign rows expanded by :func:`._compiled.expand_signs` (the same matrix, so the same bytes)."""
-    width = padded.shape[0] // 64  # raw words per sign vector
-    rows = _rows_per_product(padded.shape[0])
-    bg = np.random.default_rng(derive_seed(seed, "audit-signflip", block)).bit_generator
-    expand = expand_signs() if compiled else None
-    signs = np.empty((min(rows, draws), 64 * width), dtype=np.float64) if expand is not None else None
-    for r0 in range(0, draws, rows):
-        c = min(rows, draws - r0)
-        raw = bg.random_raw(c * width).astype("<u8", copy=False)
-        if expand is not None and signs is not None:
-            expand(raw, signs[:c])
-            np.dot(signs[:c], padded, out=out[r0 : r0 + c])
-        else:
-            np.dot(_SIGN_BITS.take(raw.view(np.uint8), axis=0).reshape(c, 64 * width), padded,
-                   out=out[r0 : r0 + c])
-    out /= n
+#: the numpy path's sign-flip sums take several blocks per task (fewer, longer vectorized steps), holding at most
+#: this many bytes of sign words at once; the bytes do not depend on it
+_WORD_BYTES = 1 << 24
 
+
+def _flip_span(padded: np.ndarray, compiled: bool) -> int:
+    """Blocks per sign-flip task: one for the compiled sums, up to 8 for numpy's (:data:`_WORD_BYTES`)."""
+    return 1 if compiled else max(1, min(8, _WORD_BYTES // (padded.shape[0] // 8 * BLOCK)))
+
+
+def _signflip_blocks(seed: int, blocks: range, padded: np.ndarray, n: int, n_resamples: int, out: np.ndarray, *,
+                     compiled: bool = False) -> None:
+    """Null means of the consecutive blocks ``blocks`` into their rows of ``out`` (``n_resamples x k``): block
+    ``b``'s sign vectors are the raw words of its own PCG64, ``W`` per vector; their signed sums are
+    :func:`._flipsums.flip_sums` (``compiled``: :func:`._compiled.flip_sums`, the same additions), over
+    ``padded`` (``(64 W, K)``, ``K >= k`` a multiple of 4: the columns past ``k`` are zeros, dropped)."""
+    width = padded.shape[0] // 64  # raw words per sign vector
+    r0, r1 = blocks.start * BLOCK, min(n_resamples, blocks.stop * BLOCK)
+    raw = np.concatenate([
+        np.random.default_rng(derive_seed(seed, "audit-signflip", b)).bit_generator.random_raw(
+            min(BLOCK, n_resamples - b * BLOCK) * width)
+        for b in blocks]).astype("<u8", copy=False)
+    sums = np.empty((r1 - r0, padded.shape[1]), dtype=np.float64)
+    kernel = flip_sums_compiled() if compiled else None
+    (kernel or flip_sums)(raw, padded, sums)
+    out[r0:r1] = sums[:, : out.shape[1]] / n
 
 
 @contextlib.contextmanager
@@ -152,8 +161,9 @@ def single_thread_blas() -> Iterator[None]:
         yield
 
 
-def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) -> None:
-    """``block(b)`` for every block of the ``n_resamples`` draws, on up to ``threads`` threads (numpy's
+def _run_blocks(block: Callable[[range], None], n_resamples: int, threads: int, span: int = 1) -> None:
+    """``block(blocks)`` for every run of ``span`` consecutive blocks of the ``n_resamples`` draws (the last run
+    maybe shorter), on up to ``threads`` threads (numpy's
     generators and ``np.dot``'s BLAS call release the GIL; each block writes its own rows, so the order
     does not matter).  The products use ``np.dot``, not ``np.matmul``: on numpy 2.4 matmul held the GIL
     around the same BLAS call (measured: two threads of matmul ran one at a time, of dot side by side), which
@@ -162,7 +172,8 @@ def _run_blocks(block: Callable[[int], None], n_resamples: int, threads: int) ->
     BLAS is held to one thread meanwhile where ``threadpoolctl`` is installed (the blocks are the
     parallel work; BLAS threads on top of them only contend); the bytes are the same either way.
     """
-    blocks = range(math.ceil(n_resamples / BLOCK))
+    count = math.ceil(n_resamples / BLOCK)
+    blocks = [range(b, min(b + span, count)) for b in range(0, count, span)]
     workers = min(threads, len(blocks))
     with contextlib.ExitStack() as stack:
         stack.enter_context(single_thread_blas())
@@ -243,9 +254,10 @@ def shared_bootstrap(
     dev = np.empty((n_resamples, live.size), dtype=np.float64)
     compiled = _use_compiled(n, n_resamples)
 
-    def block(b: int) -> None:
-        r0 = b * BLOCK
-        _bootstrap_block(seed, b, part, min(BLOCK, n_resamples - r0), dev[r0 : r0 + BLOCK], compiled=compiled)
+    def block(blocks: range) -> None:
+        for b in blocks:
+            r0 = b * BLOCK
+            _bootstrap_block(seed, b, part, min(BLOCK, n_resamples - r0), dev[r0 : r0 + BLOCK], compiled=compiled)
 
     if live.size:
         _run_blocks(block, n_resamples, _threads(threads))
@@ -288,18 +300,16 @@ def shared_sign_flip_tests(
     if n <= _MAX_EXACT and (1 << n) <= n_resamples:
         return [sign_flip_test(v[:, j], n_resamples=n_resamples, rng=seed) for j in range(k)]
     live = _live_columns(v)
-    padded = np.zeros((64 * math.ceil(n / 64), live.size), dtype=np.float64)
-    padded[:n] = v[:, live]  # the bits past n multiply zeros
+    padded = np.zeros((64 * math.ceil(n / 64), 4 * math.ceil(live.size / 4)), dtype=np.float64)
+    padded[:n, : live.size] = v[:, live]  # the bits past n, and the columns past the live ones, add zeros
     part = np.empty((n_resamples, live.size), dtype=np.float64)
     compiled = _use_compiled(n, n_resamples)
 
-    def block(b: int) -> None:
-        r0 = b * BLOCK
-        _signflip_block(seed, b, padded, n, min(BLOCK, n_resamples - r0), part[r0 : r0 + BLOCK],
-                        compiled=compiled)
+    def block(blocks: range) -> None:
+        _signflip_blocks(seed, blocks, padded, n, n_resamples, part, compiled=compiled)
 
     if live.size:
-        _run_blocks(block, n_resamples, _threads(threads))
+        _run_blocks(block, n_resamples, _threads(threads), _flip_span(padded, compiled))
     null = part if live.size == k else _spread(part, live, k)
     statistic = _column_means(v)
     out = []
