@@ -56,6 +56,31 @@ def test_with_numba_a_loop_compiles_once_and_a_large_run_loads_it_on_a_thread(
 
 
 
+#: a module-level array and dict a compiled loop reads (unhashable globals among its names)
+_SCALE = __import__("numpy").array([3.0])
+_TABLE: dict[str, int] = {}
+
+
+def _scaled(x: float) -> float:
+    return float(_SCALE[0] * x) + len(_TABLE)
+
+
+def _plain_scaled(x: float) -> float:
+    return float(_SCALE[0] * x)
+
+
+def test_a_loop_that_names_unhashable_globals_still_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop's global names may be arrays or dicts (unhashable): looking for loop helpers among them must not
+    fail (it made the compile fail, so the loop silently kept the numpy path)."""
+    if importlib.util.find_spec("numba") is None:
+        require("fast", "numba (the fast extra) is not installed")
+    monkeypatch.setattr(_jit, "_DONE", {})
+    assert [name for name, _ in _jit._named_helpers(_scaled)] == []
+    assert len(_jit._helpers_digest(_scaled)) == 64
+    fn = _jit.compiled(_plain_scaled, lambda f: f(1.0))
+    assert fn is not None and fn(2.0) == 6.0
+
+
 def test_the_shared_pcg64_step_is_numpys() -> None:
     """``pcg64_next`` (the compiled loops' generator, plain Python here) gives PCG64's outputs and states."""
     import numpy as np

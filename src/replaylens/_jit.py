@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +68,22 @@ def _helper_form(numba: Any, fn: Callable[..., Any]) -> Any:
     return _FORMS[fn]
 
 
+def _named_helpers(fn: Callable[..., Any]) -> Iterator[tuple[str, Callable[..., Any]]]:
+    """``(name, helper)`` for each loop helper that ``fn`` names in its module's globals, a name already bound to
+    a compiled form read as its plain helper (any other global, hashable or not -- an array, a dict -- is not
+    a helper)."""
+    plain = {id(form): helper for helper, form in _FORMS.items()}
+    for name in fn.__code__.co_names:
+        obj = fn.__globals__.get(name)
+        dep = plain.get(id(obj), obj)
+        if any(dep is helper for helper in _HELPERS):
+            yield name, dep
+
+
 def _bind_helpers(numba: Any, loop: Callable[..., Any]) -> None:
     """Replace each helper that ``loop`` names (in its module's globals) by its numba-compiled form."""
-    names = loop.__globals__
-    for name in loop.__code__.co_names:
-        fn = names.get(name)
-        if fn in _HELPERS:
-            names[name] = _helper_form(numba, fn)
+    for name, fn in list(_named_helpers(loop)):
+        loop.__globals__[name] = _helper_form(numba, fn)
 
 
 @native_helper("mul_hi64")
@@ -136,14 +145,11 @@ def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], obj
 def _helpers_digest(loop: Callable[..., Any]) -> str:
     """sha256 of the code of every helper ``loop`` reaches (through helpers' own helpers too), and of the native
     forms' module for a native helper: what numba's disk cache does not key a loop on (its own file and bytecode)."""
-    plain = {id(form): fn for fn, form in _FORMS.items()}   # a name already bound reads as its plain helper
     seen: dict[Callable[..., Any], None] = {}
 
     def visit(fn: Callable[..., Any]) -> None:
-        for name in fn.__code__.co_names:
-            obj = fn.__globals__.get(name)
-            dep = plain.get(id(obj), obj)
-            if dep in _HELPERS and dep not in seen:
+        for _, dep in _named_helpers(fn):
+            if dep not in seen:
                 seen[dep] = None
                 visit(dep)
 
