@@ -76,8 +76,10 @@ def _named_helpers(fn: Callable[..., Any]) -> Iterator[tuple[str, Callable[..., 
     for name in fn.__code__.co_names:
         obj = fn.__globals__.get(name)
         dep = plain.get(id(obj), obj)
-        if any(dep is helper for helper in _HELPERS):
-            yield name, dep
+        for helper in _HELPERS:
+            if dep is helper:
+                yield name, helper
+                break
 
 
 def _bind_helpers(numba: Any, loop: Callable[..., Any]) -> None:
