@@ -43,12 +43,12 @@ def test_read_inputs_reports_the_first_bad_file_and_leaves_no_thread(files: tupl
                                                                     tmp_path: Path) -> None:
     bad = tmp_path / "f.jsonl"
     bad.write_text('{"stream": "s0"}\n')
-    before = {t.name for t in threading.enumerate()}
+    before = set(threading.enumerate())   # threads, not names: an earlier test's hashing thread can share a name
     with pytest.raises(InputError) as err:
         read_inputs(files[0], bad, tmp_path / "missing.parquet")
     assert str(bad) in str(err.value)
     for t in threading.enumerate():
-        if t.name.startswith("replaylens-fingerprint") and t.name not in before:
+        if t.name.startswith("replaylens-fingerprint") and t not in before:
             t.join(timeout=30)
             assert not t.is_alive()
 
@@ -82,10 +82,10 @@ def test_every_hash_is_taken_on_the_thread_after_a_successful_read(files: tuple[
             return real(self)  # type: ignore[operator, no-any-return]
 
         monkeypatch.setattr(cls, "fingerprint", watched)
-    before = {t.name for t in threading.enumerate()}
+    before = set(threading.enumerate())   # threads, not names: an earlier test's hashing thread can share a name
     read_inputs(*files)
     for t in threading.enumerate():
-        if t.name.startswith("replaylens-fingerprint") and t.name not in before:
+        if t.name.startswith("replaylens-fingerprint") and t not in before:
             t.join(timeout=60)
     assert sorted(name for name, _ in seen) == ["Evaluator", "FutureTasks", "History"]
     assert all(thread.startswith("replaylens-fingerprint") for _, thread in seen)
