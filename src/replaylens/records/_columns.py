@@ -183,6 +183,11 @@ def lone_surrogate(s: str) -> int | None:
     return None
 
 
+def surrogate_point(s: str, at: int) -> str:
+    """``"U+D800 at character 3"``: where :func:`lone_surrogate` found one in ``s`` (every message names it so)."""
+    return f"U+{ord(s[at]):04X} at character {at + 1}"
+
+
 class Field:
     """Coerce one field of a raw row; raise InputError naming source, line and field."""
 
@@ -222,8 +227,7 @@ class Field:
         surrogate, which no UTF-8 file (decisions.parquet, summary.json) nor a content hash can encode."""
         at = lone_surrogate(s)
         if at is not None:
-            raise self.err(i, name, f"is not valid Unicode text: a lone surrogate (U+{ord(s[at]):04X}) at character "
-                                    f"{at + 1} of {s!r}")
+            raise self.err(i, name, f"is not valid Unicode text: a lone surrogate ({surrogate_point(s, at)}) of {s!r}")
 
     def integer(self, i: int, name: str, required: bool = True, minimum: int | None = 0) -> int | None:
         v = self.get(i, name, required)

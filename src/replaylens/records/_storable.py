@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ._columns import lone_surrogate
+from ._columns import lone_surrogate, surrogate_point
 from ._futures import FutureTasks
 from ._history import TEXT_COLUMNS, History
 
@@ -37,10 +37,6 @@ def _first_bad(values: Sequence[str]) -> tuple[int, int] | None:
     return None   # pragma: no cover - the joined text failed, so one value does
 
 
-def _point(text: str, at: int) -> str:
-    return f"U+{ord(text[at]):04X} at character {at + 1}"
-
-
 def check_storable(history: History, futures: FutureTasks) -> None:
     """Raise :class:`~replaylens.errors.InputError` at the first text value of ``history`` (its text columns) or
     ``futures`` (streams, strata, task ids, menu labels) that UTF-8 cannot encode, naming the field and the
@@ -55,8 +51,8 @@ def check_storable(history: History, futures: FutureTasks) -> None:
             row = int(np.flatnonzero(codes == bad[0])[0])
             raise InputError(history.source, None, name,
                              f"record {row + 1} (stream {str(history.text('stream', slice(row, row + 1))[0])!r}, slot "
-                             f"{int(history.slot[row])}) holds a lone surrogate ({_point(words[bad[0]], bad[1])}): "
-                             f"{_WHY}")
+                             f"{int(history.slot[row])}) holds a lone surrogate "
+                             f"({surrogate_point(words[bad[0]], bad[1])}): {_WHY}")
     cols = futures.columns
     named: list[tuple[str, Sequence[str], np.ndarray | None]] = [
         ("stream", cols.streams, cols.stream), ("family", cols.families, cols.family),
@@ -68,7 +64,7 @@ def check_storable(history: History, futures: FutureTasks) -> None:
         if bad is not None:
             pos = bad[0] if code is None else int(np.flatnonzero(code == bad[0])[0])
             raise InputError(futures.source, None, name, f"future task {pos + 1} holds a lone surrogate "
-                             f"({_point(words[bad[0]], bad[1])}): {_WHY}")
+                             f"({surrogate_point(words[bad[0]], bad[1])}): {_WHY}")
     if _first_bad(futures.labels) is None:   # every menu label at once; the menus one by one only if one fails
         return
     for m, menu in enumerate(cols.menus):
@@ -76,4 +72,4 @@ def check_storable(history: History, futures: FutureTasks) -> None:
         if bad is not None:
             pos = int(np.flatnonzero(cols.menu == m)[0])
             raise InputError(futures.source, None, "menu", f"future task {pos + 1} holds a lone surrogate "
-                             f"({_point(menu[bad[0]], bad[1])}): {_WHY}")
+                             f"({surrogate_point(menu[bad[0]], bad[1])}): {_WHY}")
