@@ -526,6 +526,39 @@ def test_check_inputs_evaluator_missing_action() -> None:
     assert info.value.field == "task"
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_strict_check_names_the_first_utility_row_of_a_task_that_is_not_a_future_task(tmp_path: Path,
+                                                                                      fmt: str) -> None:
+    """The CLI's strict check: a utility row for a task outside the future tasks is refused, naming the first such
+    row of the file (its line), on the read (coded) table and on an API-built one alike; every row owned passes."""
+    futures = sample_futures()
+    rows = [urow(t.stream, t.task, a, 0.125 * (j + 1)) for t in futures for j, a in enumerate(t.menu)]
+    extra = [urow("s2", "ghost", "A", 0.5), urow("s1", "spare", "B", 0.25)]
+    rows = rows[:4] + extra + rows[4:]
+    path = write_evaluator(evaluator_from_rows(rows, source="u"), tmp_path / f"u.{fmt}")
+    history = sample_history()
+    check_inputs(history, futures, read_evaluator(write_evaluator(sample_evaluator(), tmp_path / f"ok.{fmt}")),
+                 strict=True)
+    for evaluator in (read_evaluator(path), evaluator_from_rows(rows, source=str(path))):
+        check_inputs(history, futures, evaluator)   # not strict: extra rows are the API's right
+        with pytest.raises(InputError) as info:
+            check_inputs(history, futures, evaluator, strict=True)
+        err = info.value
+        assert (err.source, err.field) == (str(path), "task")
+        assert "'ghost'" in err.message and "'s2'" in err.message and "not a future task" in err.message
+        assert err.line == _line_of_ghost(path, fmt)
+
+
+def _line_of_ghost(path: Path, fmt: str) -> int:
+    """The line (parquet: row) of the first 'ghost' row as the file was written."""
+    if fmt == "parquet":
+        import pandas as pd
+
+        return int(np.flatnonzero(pd.read_parquet(path)["task"].to_numpy() == "ghost")[0]) + 1
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next(i + 1 for i, line in enumerate(lines) if "ghost" in line)
+
+
 def test_from_columns_errors_use_row_numbers() -> None:
     base: dict[str, Any] = {"stream": ["s"] * 3, "family": ["f"] * 3, "context": ["c"] * 3, "slot": [0, 1, 2],
                             "task": ["a", "b", "c"], "key": ["A", "B", "A"], "outcome": [0.1, 0.2, 0.3]}

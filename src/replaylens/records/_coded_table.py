@@ -113,6 +113,11 @@ class CodedTable(Mapping[tuple[str, str], Mapping[str, float]]):
         self._live()
         return int(self._g_stream.size)
 
+    def key_at(self, g: int) -> tuple[str, str]:
+        """The ``(stream, task)`` of row ``g`` (the ``g``-th key in iteration order)."""
+        self._live()
+        return self._streams[int(self._g_stream[g])], str(self._tasks[int(self._g_task[g])])
+
     def rows_for(self, streams: Sequence[str], stream: np.ndarray, tasks: np.ndarray) -> np.ndarray:
         """The row number of each task (``streams[stream[i]]``, ``tasks[i]``) in iteration order (−1: none);
         ``tasks`` is text or the ids as held (``FutureColumns.task_text``: packed bytes, compared without

@@ -513,15 +513,19 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
         evaluator.check_covers(futures)
     if evaluator is not None and strict:
         table = evaluator.table
-        if isinstance(table, CodedTable) and \
-                distinct(table.rows_for(cols.streams, cols.stream, cols.task_text)).size == len(table):
-            return  # the future tasks own every row of the table: no row is left for another task
-        known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
-        for s, task in evaluator.table:
-            if (s, task) not in known:
-                raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
-                                 f"utilities for task {task!r} of stream {s!r}, which is not a future task "
-                                 f"(in {futures.source})")
+        if isinstance(table, CodedTable):   # on codes: the first row (in the table's order) no future task owns
+            owned = table.rows_for(cols.streams, cols.stream, cols.task_text)
+            spare = np.ones(len(table), dtype=bool)
+            spare[owned[owned >= 0]] = False
+            extra = [table.key_at(int(g)) for g in np.flatnonzero(spare)[:1]]
+        else:
+            known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
+            first = next((key for key in table if key not in known), None)
+            extra = [] if first is None else [first]
+        for s, task in extra:
+            raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
+                             f"utilities for task {task!r} of stream {s!r}, which is not a future task "
+                             f"(in {futures.source})")
 
 
 def _stream_blocks(history: History) -> set[tuple[str, str, str]]:
