@@ -520,8 +520,8 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
             extra = [table.key_at(int(g)) for g in np.flatnonzero(spare)[:1]]
         else:
             known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
-            first = next((key for key in table if key not in known), None)
-            extra = [] if first is None else [first]
+            stray = next((key for key in table if key not in known), None)
+            extra = [] if stray is None else [stray]
         for s, task in extra:
             raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                              f"utilities for task {task!r} of stream {s!r}, which is not a future task "
