@@ -517,12 +517,13 @@ def _check_inputs(history: History, futures: FutureTasks, evaluator: Evaluator |
             owned = table.rows_for(cols.streams, cols.stream, cols.task_text)
             spare = np.ones(len(table), dtype=bool)
             spare[owned[owned >= 0]] = False
-            extra = [table.key_at(int(g)) for g in np.flatnonzero(spare)[:1]]
+            rows = np.flatnonzero(spare)
+            stray = table.key_at(int(rows[0])) if rows.size else None
         else:
             known = set(zip((cols.streams[i] for i in cols.stream.tolist()), cols.task.tolist(), strict=True))
             stray = next((key for key in table if key not in known), None)
-            extra = [] if stray is None else [stray]
-        for s, task in extra:
+        if stray is not None:
+            s, task = stray
             raise InputError(evaluator.source, _line_of(evaluator.source, stream=s, task=task), "task",
                              f"utilities for task {task!r} of stream {s!r}, which is not a future task "
                              f"(in {futures.source})")
