@@ -108,6 +108,13 @@ def _nibble_tables(padded: np.ndarray, g0: int, g1: int, tables: np.ndarray) -> 
 
 
 @loop_helper
+def _plus4(row: np.ndarray, k0: int, s: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """``(s[0] + row[k0], ..., s[3] + row[k0 + 3])``: one table entry's four columns added to four running sums
+    (inlined: the sums stay in registers)."""
+    return s[0] + row[k0], s[1] + row[k0 + 1], s[2] + row[k0 + 2], s[3] + row[k0 + 3]
+
+
+@loop_helper
 def _add_tables(raw: np.ndarray, width: int, w0: int, w1: int, tables: np.ndarray, out: np.ndarray) -> None:
     """``out[r, k] +=`` the table entries of words ``w0 <= w < w1`` of draw ``r`` (nibble ``j`` of word ``w``
     picks the entry of group ``16 w + j``), group after group; four draws by four columns at a time (``out``'s
@@ -118,40 +125,24 @@ def _add_tables(raw: np.ndarray, width: int, w0: int, w1: int, tables: np.ndarra
     for k0 in range(0, kk, 4):
         for r0 in range(0, draws, 4):
             ra, rb, rc, rd = r0, min(r0 + 1, last), min(r0 + 2, last), min(r0 + 3, last)
-            a0, a1, a2, a3 = out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3]
-            b0, b1, b2, b3 = out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3]
-            c0, c1, c2, c3 = out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3]
-            d0, d1, d2, d3 = out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3]
+            a = out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3]
+            b = out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3]
+            c = out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3]
+            d = out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3]
             for w in range(w0, w1):
                 base = 16 * (w - w0)
                 wa, wb = raw[ra * width + w], raw[rb * width + w]
                 wc, wd = raw[rc * width + w], raw[rd * width + w]
                 for j in range(16):
                     sh = np.uint64(4 * j)
-                    ta = tables[base + j, (wa >> sh) & m4]
-                    tb = tables[base + j, (wb >> sh) & m4]
-                    tc = tables[base + j, (wc >> sh) & m4]
-                    td = tables[base + j, (wd >> sh) & m4]
-                    a0 += ta[k0]
-                    a1 += ta[k0 + 1]
-                    a2 += ta[k0 + 2]
-                    a3 += ta[k0 + 3]
-                    b0 += tb[k0]
-                    b1 += tb[k0 + 1]
-                    b2 += tb[k0 + 2]
-                    b3 += tb[k0 + 3]
-                    c0 += tc[k0]
-                    c1 += tc[k0 + 1]
-                    c2 += tc[k0 + 2]
-                    c3 += tc[k0 + 3]
-                    d0 += td[k0]
-                    d1 += td[k0 + 1]
-                    d2 += td[k0 + 2]
-                    d3 += td[k0 + 3]
-            out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3] = a0, a1, a2, a3
-            out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3] = b0, b1, b2, b3
-            out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3] = c0, c1, c2, c3
-            out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3] = d0, d1, d2, d3
+                    a = _plus4(tables[base + j, (wa >> sh) & m4], k0, a)
+                    b = _plus4(tables[base + j, (wb >> sh) & m4], k0, b)
+                    c = _plus4(tables[base + j, (wc >> sh) & m4], k0, c)
+                    d = _plus4(tables[base + j, (wd >> sh) & m4], k0, d)
+            out[ra, k0], out[ra, k0 + 1], out[ra, k0 + 2], out[ra, k0 + 3] = a
+            out[rb, k0], out[rb, k0 + 1], out[rb, k0 + 2], out[rb, k0 + 3] = b
+            out[rc, k0], out[rc, k0 + 1], out[rc, k0 + 2], out[rc, k0 + 3] = c
+            out[rd, k0], out[rd, k0 + 1], out[rd, k0 + 2], out[rd, k0 + 3] = d
 
 
 def _flip_sums(raw: np.ndarray, padded: np.ndarray, out: np.ndarray) -> None:
