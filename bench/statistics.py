@@ -8,11 +8,11 @@ sign-flip tests over ``--streams`` clusters and ``--resamples`` draws.  The scri
 2. the audit's ``--rows`` rows the way ``summarize`` did before issue 27 (per row: ``cluster_bootstrap`` and
    two ``sign_flip_test`` calls with per-row seeds, rows on ``--threads`` threads) against the shared
    resamples (:func:`replaylens.inference.shared_bootstrap` / ``shared_sign_flip_tests``: one set of draws
-   for every row, BLAS products for the bootstrap, table sums for the sign flips, blocks on ``--threads``
-   threads), with the largest interval-bound difference in Monte Carlo units (bootstrap standard errors);
+   for every row, exact sums over grid values for the bootstrap, table sums for the sign flips, blocks on
+   ``--threads`` threads), with the largest interval-bound difference in Monte Carlo units (bootstrap standard errors);
 3. the shared resamples alone at ``--full-resamples`` draws (the default audit's 20,000; the bootstrap's and
    the sign flips' times apart), then on numpy's paths and on the compiled loops of the ``fast`` extra (numba:
-   the bootstrap's draw counts, the sign flips' table sums): same bytes.
+   the bootstrap's counts and exact sums in one pass, the sign flips' table sums): same bytes.
 
 The per-row reference at 50,000 streams x 20,000 draws x 7 rows takes several minutes, so the comparison
 (2) runs at ``--resamples`` (2,000 by default; both sides scale linearly in draws) and (3) gives the
@@ -90,8 +90,8 @@ def shared_parts(stacks: list[np.ndarray], resamples: int, threads: int) -> tupl
 
 
 def compiled_against_numpy(stacks: list[np.ndarray], resamples: int, threads: int) -> bool:
-    """The shared resamples on numpy's paths and on the compiled loops (``fast`` extra: the bootstrap's draw
-    counts, the sign flips' table sums): prints both times; True when the bootstrap distributions and the
+    """The shared resamples on numpy's paths and on the compiled loops (``fast`` extra: the bootstrap's counts
+    and exact sums, the sign flips' table sums): prints both times; True when the bootstrap distributions and the
     sign-flip nulls are the same bytes (or numba is not installed)."""
     keep = shared_mod.compiled_available
     shared_mod.compiled_available = lambda: False

@@ -117,16 +117,27 @@ def pcg64_next(s_hi: Any, s_lo: Any, inc_hi: Any, inc_lo: Any) -> tuple[Any, Any
     return hi, lo, (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
 
 
-def compiled(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], object]) -> Callable[..., Any] | None:
+def compiled(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], object], *,
+             reassociate: bool = False) -> Callable[..., Any] | None:
     """``loop`` compiled by numba (``nogil``, cached), checked by calling ``probe(compiled_loop)`` once; ``None``
-    where numba is not installed or the compile or the probe fails.  Memoized per loop."""
+    where numba is not installed or the compile or the probe fails.  Memoized per loop.
+
+    ``reassociate``: let the compiler reorder and fuse the loop's floating-point additions and products (LLVM's
+    ``reassoc``, ``contract`` and ``nsz`` flags: vectorized sums, fused multiply-adds, a zero's sign free), for a
+    loop whose every sum is exact, so that no order changes a bit but the sign of a zero (which the caller
+    normalizes)."""
     with _LOCK:
         if loop not in _DONE:
-            _DONE[loop] = _compile(loop, probe)
+            _DONE[loop] = _compile(loop, probe, reassociate)
         return _DONE[loop]
 
 
-def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], object]) -> Callable[..., Any] | None:
+#: the floating-point freedoms of a ``reassociate`` loop (never ``nnan``/``ninf``/``afn``: those change values)
+_REASSOCIATE = frozenset({"reassoc", "contract", "nsz"})
+
+
+def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], object],
+             reassociate: bool = False) -> Callable[..., Any] | None:
     fn: Callable[..., Any] | None = None
     try:  # imported by name: numba ships no type information
         numba: Any = importlib.import_module("numba")
@@ -134,9 +145,12 @@ def _compile(loop: Callable[..., Any], probe: Callable[[Callable[..., Any]], obj
         numba = None
     if numba is not None:
         try:
-            digest = _helpers_digest(loop)   # (read before the helpers' names are bound to compiled forms)
+            # (read before the helpers' names are bound to compiled forms; the flags too: numba's cache
+            # index does not key a loop on them)
+            digest = _helpers_digest(loop) + (" reassociate" if reassociate else "")
             _bind_helpers(numba, loop)
-            fn = numba.njit(nogil=True, cache=True)(loop)
+            flags = set(_REASSOCIATE) if reassociate else False
+            fn = numba.njit(nogil=True, cache=True, fastmath=flags)(loop)
             _fresh_cache(fn, loop, digest)
             probe(fn)
         except Exception:  # a numba that cannot compile here: keep the numpy path

@@ -4,7 +4,7 @@
   optionally for ``k`` paired statistics at once);
 * :func:`sign_flip_test` -- two-sided sign-flip test of symmetry about 0 (exact or Monte Carlo);
 * :func:`shared_bootstrap` / :func:`shared_sign_flip_tests` -- the same intervals and tests for many
-  columns from one set of shared resamples (blocks of named seeds, BLAS products: the audit's statistics);
+  columns from one set of shared resamples (blocks of named seeds, exact resampled sums: the audit's statistics);
 * :func:`adjusted_level` -- Bonferroni-adjusted individual level for several contrasts;
 * :func:`adaptive_cells` -- adaptive call budget: stop asking a cell once its anytime-valid
   :class:`BettingCS` confidence sequence settles the verdict (:func:`classify`);

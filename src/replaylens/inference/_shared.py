@@ -7,9 +7,10 @@ clusters, so here **one** set of draws serves every row and column:
 
 * **bootstrap** -- each draw resamples ``n`` clusters with replacement: cluster indices exactly uniform on
   ``[0, n)`` (``Generator.integers(0, n)``: Lemire's multiply-shift with rejection on the
-  generator's 32-bit words, no modulo bias), turned into per-cluster counts by one ``np.bincount`` per
-  draw (cache-sized), then one matrix product
-  ``counts (draws x n) @ centred values (n x K)`` gives every column's resampled mean;
+  generator's 32-bit words, no modulo bias), turned into per-cluster counts; every column's resampled sum is
+  ``counts . values`` over the centred values rounded to a grid on which that sum is exact (:func:`_on_grid`:
+  ``53 - ceil(log2 n)`` bits below the column's largest magnitude), through one BLAS product per chunk of
+  draws on numpy's path, or counted and multiplied in one compiled pass (:class:`._compiled.BootstrapSums`);
 * **sign flips** -- each draw takes ``ceil(n / 64)`` raw 64-bit words: bit ``b`` of word ``w`` (least
   significant first) flips cluster ``64 w + b`` (bit set: sign -1); the signed sums of every column add the
   clusters four at a time from tables of their 16 signed sums, in a fixed order (:mod:`._flipsums`).
@@ -19,19 +20,15 @@ Draws come in blocks of :data:`BLOCK` draws; block ``i`` draws from its own Gene
 ``derive_seed(seed, "audit-bootstrap" | "audit-signflip", i)``, so blocks may run on any number of threads.
 
 A column of zeros (the row of an intervention that changed no decision) resamples to exact zeros and is left
-out of the products (:func:`_live_columns`).
+out of the sums (:func:`_live_columns`).
 
-Reproducibility: the sign-flip nulls add in a fixed order, so their bytes depend only on ``seed``,
-``n_resamples`` and the values, on every installation.  The bootstrap's (weaker than the reference's, and
-stated): a BLAS product does not add in a fixed order.
-On one installation the bytes depend only on ``seed``, ``n_resamples``, the values' shape and which of their
-columns are zeros (the products' width; measured: most widths round every element as the full product does,
-some differ in the last bit): not on the
-number of threads here or inside BLAS (OpenBLAS splits a product by rows and columns of the result, never
-along the summed clusters) nor on the replay backend.  Across BLAS builds or CPU kernels every resampled
-mean agrees to about 1e-15 relative; the draws (counts, signs) are the same bytes everywhere.  Marginally
-each column is the same percentile bootstrap and Monte Carlo sign-flip test as the reference's (see
-docs/decisions.md, "Audit statistics: shared resamples (issue 27)").
+Reproducibility: the bootstrap's resampled sums are exact and the sign-flip nulls add in a fixed order, so both
+statistics' bytes depend only on ``seed``, ``n_resamples`` and the values, on every installation: not on
+BLAS, the CPU's kernels, numba, the number of threads here or inside BLAS, the columns left out, or the replay
+backend.  The price is the bootstrap's grid: a value moves by at most ``2**-(53 - ceil(log2 n))`` of its
+column's largest magnitude (about 7e-12 of it at 50,000 clusters), so a resampled mean by at most that much.
+Marginally each column is the same percentile bootstrap and Monte Carlo sign-flip test as the reference's (see
+docs/decisions.md, "Audit statistics: shared resamples (issue 27)" and "Exact resampled sums").
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ from replaylens._jit import worth_it
 from replaylens.rng import derive_seed
 
 from ._bootstrap import _as_values, _check_int, _check_level, _column_means, _param_error
-from ._compiled import BootstrapCounts, compiled_available
+from ._compiled import BootstrapSums, compiled_available
 from ._compiled import flip_sums as flip_sums_compiled
 from ._flipsums import flip_sums
 from ._results import BootstrapResult, SignFlipResult
@@ -86,31 +83,48 @@ def _rows_per_product(n: int) -> int:
     return max(1, min(BLOCK, _MAX_CELLS // n))
 
 
-def _bootstrap_block(seed: int, block: int, centered: np.ndarray, draws: int, out: np.ndarray, *,
-                     compiled: bool = False) -> None:
+def _on_grid(m: np.ndarray) -> np.ndarray:
+    """``m`` (``(n, K)``, finite) with each column rounded to nearest on its grid ``2**(E - b)``: ``E`` the
+    column's binary exponent (its largest magnitude below ``2**E``), ``b = 53 - ceil(log2 n)`` bits.  A value
+    moves by at most half a step, ``2**-b`` of its column's largest magnitude; and any sum of ``n`` draws' worth
+    of these values -- a resampled sum, ``sum_i count_i * x_i`` with the counts adding up to ``n`` -- is a
+    multiple of the step below ``2**53`` steps, so float64 holds it and each of its partial sums exactly: every
+    order of the additions (BLAS's, a compiled loop's) gives the same bytes.  No ``-0.0`` (a zero is ``+0.0``)."""
+    bits = 53 - (m.shape[0] - 1).bit_length()   # ceil(log2 n)
+    _, exponent = np.frexp(np.max(np.abs(m), axis=0, initial=0.0))
+    shift = bits - exponent
+    return np.ldexp(np.rint(np.ldexp(m, shift)), -shift) + 0.0
+
+
+def _bootstrap_block(seed: int, block: int, grid: np.ndarray, grid_t: np.ndarray | None, draws: int,
+                     out: np.ndarray) -> None:
     """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
 
     The indices are ``Generator.integers(0, n, dtype=int64)``, which for ``n <= 2**32`` is Lemire's
     multiply-shift on the PCG64's 32-bit words (low half of each 64-bit output first) with rejection
     below ``2**32 mod n`` (the draws of ``dtype=uint32``, already as bincount's int64), so every cluster
     has exactly ``floor(2**32 / n)`` accepted words; drawn draw after draw, so the products' row split
-    (a function of ``n``) does not change them.  ``compiled``: the same indices and counts from
-    :class:`._compiled.BootstrapCounts` (one GIL-free pass; the same bytes).
+    (a function of ``n``) does not change them.  Each draw's resampled sum of the ``grid`` values
+    (:func:`_on_grid`) is exact: through numpy (bincount, then a BLAS product), or with ``grid_t``
+    (``grid`` transposed, padded to a multiple of four rows) through :class:`._compiled.BootstrapSums` (one
+    GIL-free pass); the same bytes either way.
     """
-    n = centered.shape[0]
-    rows = _rows_per_product(n)
+    n, k = grid.shape
     gen = np.random.default_rng(derive_seed(seed, "audit-bootstrap", block))
-    counts = np.empty((min(rows, draws), n), dtype=np.float64)
-    fill = BootstrapCounts(gen.bit_generator, n) if compiled else None
-    for r0 in range(0, draws, rows):
-        c = min(rows, draws - r0)
-        if fill is not None:
-            fill(counts[:c])
-        else:
+    if grid_t is not None:
+        sums = np.empty((draws, grid_t.shape[0]), dtype=np.float64)
+        BootstrapSums(gen.bit_generator, grid_t)(sums)
+        out[:] = sums[:, :k]
+    else:
+        rows = _rows_per_product(n)
+        counts = np.empty((min(rows, draws), n), dtype=np.float64)
+        for r0 in range(0, draws, rows):
+            c = min(rows, draws - r0)
             index = gen.integers(0, n, size=(c, n), dtype=np.int64)
             for i in range(c):
                 counts[i] = np.bincount(index[i], minlength=n)
-        np.dot(counts[:c], centered, out=out[r0 : r0 + c])
+            np.dot(counts[:c], grid, out=out[r0 : r0 + c])
+    out += 0.0   # an exact zero is +0.0 on every path
     out /= n
 
 
@@ -187,18 +201,12 @@ def _run_blocks(block: Callable[[range], None], n_resamples: int, threads: int, 
 
 
 def _live_columns(m: np.ndarray) -> np.ndarray:
-    """The columns of ``m`` that are not all zeros (every column when :data:`SKIP_ZERO_COLUMNS` is off), at
-    least two of them where there are two: a column of zeros resamples to exact zeros, so it is not
-    multiplied (the rows of an intervention that changed no decision); the product keeps two columns or more
-    (a matrix-matrix product, as the full one; docs/decisions.md)."""
-    k = m.shape[1]
+    """The columns of ``m`` that are not all zeros (every column when :data:`SKIP_ZERO_COLUMNS` is off): a column
+    of zeros resamples to exact zeros, so it is left out of the sums (the rows of an intervention that changed no
+    decision); the other columns' bytes do not depend on it (their sums are exact, or added in a fixed order)."""
     if not SKIP_ZERO_COLUMNS:
-        return np.arange(k)
-    nz = m.any(axis=0)
-    live = np.flatnonzero(nz)
-    if live.size == 1 and k > 1:   # one live column: one zero column beside it (no matrix-vector path)
-        live = np.sort(np.r_[live, np.flatnonzero(~nz)[0]])
-    return live
+        return np.arange(m.shape[1])
+    return np.flatnonzero(m.any(axis=0))
 
 
 def _spread(part: np.ndarray, live: np.ndarray, k: int) -> np.ndarray:
@@ -250,14 +258,17 @@ def shared_bootstrap(
     centered = np.ascontiguousarray(v - pivot)
     estimate = pivot + _column_means(centered)
     live = _live_columns(centered)
-    part = np.ascontiguousarray(centered[:, live]) if live.size < k else centered
+    grid = _on_grid(centered[:, live])
     dev = np.empty((n_resamples, live.size), dtype=np.float64)
-    compiled = _use_compiled(n, n_resamples)
+    grid_t = None
+    if _use_compiled(n, n_resamples):
+        grid_t = np.zeros((4 * math.ceil(live.size / 4), n), dtype=np.float64)
+        grid_t[: live.size] = grid.T
 
     def block(blocks: range) -> None:
         for b in blocks:
             r0 = b * BLOCK
-            _bootstrap_block(seed, b, part, min(BLOCK, n_resamples - r0), dev[r0 : r0 + BLOCK], compiled=compiled)
+            _bootstrap_block(seed, b, grid, grid_t, min(BLOCK, n_resamples - r0), dev[r0 : r0 + BLOCK])
 
     if live.size:
         _run_blocks(block, n_resamples, _threads(threads))
