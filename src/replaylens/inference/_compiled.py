@@ -101,22 +101,18 @@ def _add_products(rows: np.ndarray, c: int, grid_t: np.ndarray, out: np.ndarray,
     such sum is exact (the values are on the grid of :func:`._shared._on_grid`), so the order of the additions,
     which the compiler may change here, does not change a bit."""
     kk, n = grid_t.shape
-    ca = np.empty(_TILE)
-    cb = np.empty(_TILE)
     for t0 in range(0, n, _TILE):
         t1 = min(n, t0 + _TILE)
         m = t1 - t0
         for ra in range(0, c, 2):
             rb = min(ra + 1, c - 1)
-            for i in range(m):
-                ca[i] = rows[ra, t0 + i]
-                cb[i] = rows[rb, t0 + i]
+            ca, cb = rows[ra, t0:t1], rows[rb, t0:t1]
             for k0 in range(0, kk, 4):
                 x0, x1 = grid_t[k0, t0:t1], grid_t[k0 + 1, t0:t1]
                 x2, x3 = grid_t[k0 + 2, t0:t1], grid_t[k0 + 3, t0:t1]
                 a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = 0.0
                 for i in range(m):
-                    u, v = ca[i], cb[i]
+                    u, v = float(ca[i]), float(cb[i])
                     a0 += u * x0[i]
                     a1 += u * x1[i]
                     a2 += u * x2[i]
