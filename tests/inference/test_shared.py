@@ -329,6 +329,7 @@ def test_columns_of_zeros_are_not_multiplied_and_change_nothing(monkeypatch: pyt
         monkeypatch.setattr(shared, "SKIP_ZERO_COLUMNS", True)
         boot = shared_bootstrap(m, n_resamples=600, seed=4)[0]
         flips = shared_sign_flip_tests(m, n_resamples=600, seed=4)
+        assert boot.distribution.tobytes() == shared_bootstrap(m, n_resamples=600, seed=4)[0].distribution.tobytes()
         monkeypatch.setattr(shared, "SKIP_ZERO_COLUMNS", False)
         full = shared_bootstrap(m, n_resamples=600, seed=4)[0]
         full_flips = shared_sign_flip_tests(m, n_resamples=600, seed=4)
@@ -336,6 +337,7 @@ def test_columns_of_zeros_are_not_multiplied_and_change_nothing(monkeypatch: pyt
         assert not np.signbit(boot.distribution[:, dead]).any() and not boot.distribution[:, dead].any()
         assert boot.distribution.tobytes() == full.distribution.tobytes()
         assert np.asarray(boot.low).tobytes() == np.asarray(full.low).tobytes()
+        assert np.asarray(boot.estimate).tobytes() == np.asarray(full.estimate).tobytes()
         for j, (a, b) in enumerate(zip(flips, full_flips, strict=True)):
             assert a.null_distribution.tobytes() == b.null_distribution.tobytes() and a.pvalue == b.pvalue
             assert a.pvalue == 1.0 or not dead[j]
