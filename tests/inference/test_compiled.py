@@ -81,13 +81,6 @@ def test_only_a_pcg64_is_stepped() -> None:
         compiled.BootstrapCounts(np.random.Philox(1), 10)
 
 
-def _grid_t(grid: np.ndarray) -> np.ndarray:
-    """``grid`` transposed, padded with rows of zeros to a multiple of four (what the compiled loop takes)."""
-    out = np.zeros((4 * -(-grid.shape[1] // 4), grid.shape[0]))
-    out[: grid.shape[1]] = grid.T
-    return out
-
-
 @settings(max_examples=30, deadline=None)
 @given(n=st.one_of(st.integers(1, 70), st.sampled_from([1024, 1025, 3000, 65535, 65536, _REJECTING])),
        chunks=st.lists(st.integers(1, 7), min_size=1, max_size=3), k=st.integers(1, 9), seed=st.integers(0, 2**32))
@@ -99,7 +92,7 @@ def test_bootstrap_sums_equal_the_numpy_products_byte_for_byte(n: int, chunks: l
     rng = np.random.default_rng(seed)
     grid = shared._on_grid(rng.normal(size=(n, k)) * 10.0 ** rng.integers(-8, 16, size=(n, 1)))
     ref, gen = np.random.default_rng(seed), np.random.default_rng(seed)
-    sums = compiled.BootstrapSums(gen.bit_generator, _grid_t(grid))
+    sums = compiled.BootstrapSums(gen.bit_generator, shared._padded_transpose(grid))
     for c in chunks:
         got = np.full((c, 4 * -(-k // 4)), 7.0)
         sums(got)

@@ -96,6 +96,14 @@ def _on_grid(m: np.ndarray) -> np.ndarray:
     return np.ldexp(np.rint(np.ldexp(m, shift)), -shift) + 0.0
 
 
+def _padded_transpose(grid: np.ndarray) -> np.ndarray:
+    """``grid`` (``(n, K)``) transposed, with rows of zeros up to a multiple of four (what
+    :class:`._compiled.BootstrapSums` multiplies: four columns at a time)."""
+    out = np.zeros((4 * math.ceil(grid.shape[1] / 4), grid.shape[0]), dtype=np.float64)
+    out[: grid.shape[1]] = grid.T
+    return out
+
+
 def _bootstrap_block(seed: int, block: int, grid: np.ndarray, grid_t: np.ndarray | None, draws: int,
                      out: np.ndarray) -> None:
     """Resampled mean deviations of block ``block`` (``draws`` rows) into ``out`` (``draws x K``).
@@ -260,10 +268,7 @@ def shared_bootstrap(
     live = _live_columns(centered)
     grid = _on_grid(centered[:, live])
     dev = np.empty((n_resamples, live.size), dtype=np.float64)
-    grid_t = None
-    if _use_compiled(n, n_resamples):
-        grid_t = np.zeros((4 * math.ceil(live.size / 4), n), dtype=np.float64)
-        grid_t[: live.size] = grid.T
+    grid_t = _padded_transpose(grid) if _use_compiled(n, n_resamples) else None
 
     def block(blocks: range) -> None:
         for b in blocks:
