@@ -48,6 +48,29 @@ def test_every_writable_mount_of_the_jail_is_a_sized_tmpfs() -> None:
     assert argv[argv.index("--remount-ro") + 1] == "/dev"
 
 
+def test_capped_mounts_replace_bubblewraps_tmpfs() -> None:
+    """Issue 48: with ``capped`` every writable place is a bound, size- and inode-capped tmpfs."""
+    capped = {m: "/host" + m for m in _jail.JAIL_MOUNTS}
+    argv = _jail.bwrap_argv("/h", "/w", None, capped=capped)
+    assert "--tmpfs" not in argv and "--size" not in argv
+    for mount, host in capped.items():
+        i = argv.index(host)
+        assert argv[i - 1:i + 2] == ["--bind", host, mount]
+    assert argv.index("/dev/shm") < argv.index("--remount-ro")
+
+
+@pytest.mark.skipif(_jail.inode_cap_available() is not None, reason="no private mount namespace here")
+def test_capped_tmpfs_counts_inodes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = ("import os\nn = 0\ntry:\n    while n < 500:\n        open(os.path.join(" + repr(str(tmp_path))
+              + ", str(n)), 'w').close()\n        n += 1\nexcept OSError:\n    pass\nprint(n)\n")
+    out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: _jail.capped_tmpfs([(str(tmp_path), 1 << 20, 50)])).stdout
+    assert int(out) == 49 and not list(tmp_path.iterdir())   # the root takes one inode; the host saw nothing
+
+
 def test_other_architectures_are_told_once_that_seccomp_is_missing(monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     real = os.uname()

@@ -97,6 +97,18 @@ def _mib(r: RunResult) -> int:
     return int(words[words.index("MiB") + 1]) if "MiB" in words else 1 << 30
 
 
+def _files(r: RunResult) -> tuple[int, ...]:
+    """The files an inode-flooding candidate reports it made (``FILES work tmp shm``); huge when it printed none."""
+    words = r.stdout_head.split()
+    return tuple(int(w) for w in words[words.index("FILES") + 1:][:3]) if "FILES" in words else (1 << 30,) * 3
+
+
+def _inodes_capped(r: RunResult, c: Ctx, w: float) -> bool:
+    lim = SandboxLimits()
+    work, tmp, shm = _files(r)
+    return _not_passed(r, c, w) and work < lim.work_inodes and tmp < lim.tmp_inodes and shm < lim.tmp_inodes
+
+
 ATTACKS: dict[str, Attack] = {
     "write_outside": Attack(ONE, lambda r, c, w: not (c.tmp / "escape.txt").exists() and r.passed == 0),
     "read_sealed": Attack(FOUND, _not_passed),  # expected is replaced by the sealed content below
@@ -128,6 +140,8 @@ ATTACKS: dict[str, Attack] = {
     "tmp_fill": Attack(TRUE, lambda r, c, w: _not_passed(r, c, w) and _mib(r) <= SandboxLimits().tmp_bytes >> 20),
     "shm_fill": Attack(TRUE, lambda r, c, w: _not_passed(r, c, w) and _mib(r) <= SandboxLimits().tmp_bytes >> 20),
     "nested_userns": Attack(TRUE, _not_passed),
+    # issue 48: inode caps (nr_inodes) on every writable tmpfs, not only byte caps
+    "inode_flood": Attack(TRUE, _inodes_capped, SandboxLimits(per_test_s=8.0, wall_s=20.0)),
 }
 RESULTS: dict[str, bool] = {}
 DETAIL: dict[str, str] = {}

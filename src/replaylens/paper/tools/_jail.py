@@ -18,9 +18,10 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Mapping, Sequence
 
-__all__ = ["RUNNER", "TMP_BYTES", "WORK_BYTES", "bwrap_argv", "bwrap_available", "seccomp_filter", "seccomp_note",
-           "stdlib_dirs"]
+__all__ = ["RUNNER", "TMP_BYTES", "TMP_INODES", "WORK_BYTES", "WORK_INODES", "bwrap_argv", "bwrap_available",
+           "capped_tmpfs", "inode_cap_available", "inode_cap_note", "seccomp_filter", "seccomp_note", "stdlib_dirs"]
 
 # Frames on the result descriptor: 4-byte big-endian length + repr() of a tuple:
 #   ("V", text)                         a refused action, sent by the audit hook before it raises
@@ -201,16 +202,81 @@ WORK_BYTES = 32 * 1024 * 1024
 """Default size of the jail's writable work directory (a tmpfs: an aggregate quota on everything written)."""
 TMP_BYTES = 8 * 1024 * 1024
 """Default size of each of the jail's other writable tmpfs mounts, ``/tmp`` and ``/dev/shm``."""
+WORK_INODES = 4000
+"""Default inode cap (``nr_inodes``) of the work directory's tmpfs: files, directories and links together."""
+TMP_INODES = 1000
+"""Default inode cap of ``/tmp`` and of ``/dev/shm`` (each)."""
+
+JAIL_MOUNTS = ("/dev/shm", "/tmp", "/sandbox/work")
+"""The jail's writable places, in mount order."""
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
+
+
+def capped_tmpfs(mounts: Sequence[tuple[str, int, int]]) -> None:
+    """In a forked child before it execs bubblewrap: a private mount namespace (inside a new user namespace
+    unless root) with a tmpfs of ``(size bytes, nr_inodes)`` on each host directory of ``mounts``.
+
+    bubblewrap's ``--tmpfs`` takes a size but no inode cap, and empty files cost inodes (kernel memory), not
+    bytes; so the capped file systems are made here, in a namespace only this child and its jail see, and
+    bound into the jail. Raises ``OSError`` when the kernel refuses."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    uid, gid = os.getuid(), os.getgid()
+    check(libc.unshare(ctypes.c_int(_CLONE_NEWNS | (_CLONE_NEWUSER if uid else 0))), "unshare")
+    if uid:  # map this user to root of the new namespace: it may mount there, and nowhere else
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
+                fh.write(text)
+    check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    for host, size, inodes in mounts:
+        opts = f"size={int(size)},nr_inodes={int(inodes)},mode=1777".encode()
+        check(libc.mount(b"tmpfs", os.fsencode(host), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), f"tmpfs on {host}")
+
+
+@functools.cache
+def inode_cap_available() -> str | None:
+    """``None`` when :func:`capped_tmpfs` works here (probed once), else why not."""
+    with tempfile.TemporaryDirectory(prefix="rl-probe-") as tmp:
+        try:
+            subprocess.run([interpreter(), "-S", "-c", "pass"], env={}, capture_output=True, timeout=30, check=True,
+                           preexec_fn=functools.partial(capped_tmpfs, [(tmp, 1 << 20, 16)]))
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"no private mount namespace for the inode caps: {e}"
+    return None
+
+
+@functools.cache
+def inode_cap_note() -> str | None:
+    """Say once, on stderr, when the jail's tmpfs mounts cannot be inode-capped here; returns the note."""
+    why = inode_cap_available()
+    if why is None:
+        return None
+    note = (f"replaylens: note: the sandbox's tmpfs mounts are size-capped but not inode-capped here ({why}); "
+            "a candidate can create many empty files")
+    print(note, file=sys.stderr)
+    return note
 
 
 def bwrap_argv(harness: str, work: str, seccomp_fd: int | None, *, work_bytes: int = WORK_BYTES,
-               tmp_bytes: int = TMP_BYTES) -> list[str]:
+               tmp_bytes: int = TMP_BYTES, capped: Mapping[str, str] | None = None) -> list[str]:
     """The bubblewrap command that runs the runner in ``harness`` (read-only) with a fresh work directory.
 
     Every writable place is a size-limited tmpfs (``/sandbox/work``: ``work_bytes``; ``/tmp`` and
     ``/dev/shm``: ``tmp_bytes`` each; ``/dev`` itself read-only), so the candidate can neither fill the
     host's disk nor hold more than their sum of memory outside its address-space limit; ``--disable-userns``
-    stops it from making nested user namespaces. (``work``, the host directory, is not mounted.)"""
+    stops it from making nested user namespaces. (``work``, the host directory, is not mounted.) With
+    ``capped`` (jail mount -> host directory holding a size- and inode-capped tmpfs made by
+    :func:`capped_tmpfs`), those are bound instead of bubblewrap's own (inode-unlimited) tmpfs."""
     prefix = os.path.realpath(sys.base_prefix)
     exe = interpreter()
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
@@ -220,11 +286,15 @@ def bwrap_argv(harness: str, work: str, seccomp_fd: int | None, *, work_bytes: i
         argv += ["--ro-bind", prefix, prefix]
     if not exe.startswith(prefix + os.sep):
         argv += ["--ro-bind", exe, exe]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--size", str(tmp_bytes), "--perms", "1777", "--tmpfs", "/tmp",
-             "--ro-bind", harness, "/sandbox/harness",
-             "--size", str(work_bytes), "--perms", "1777", "--tmpfs", "/sandbox/work", "--chdir", "/sandbox/work"]
+
+    def writable(mount: str, size: int) -> list[str]:
+        if capped is not None:
+            return ["--bind", capped[mount], mount]
+        return ["--size", str(size), "--perms", "1777", "--tmpfs", mount]
+
+    argv += ["--proc", "/proc", "--dev", "/dev", *writable("/dev/shm", tmp_bytes), "--remount-ro", "/dev",
+             *writable("/tmp", tmp_bytes), "--ro-bind", harness, "/sandbox/harness",
+             *writable("/sandbox/work", work_bytes), "--chdir", "/sandbox/work"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--", exe, "-P", "-s", "-S", "-B", "/sandbox/harness/runner.py", "/sandbox/harness/cfg"]

@@ -5,7 +5,7 @@ Containment rests on the operating system (see "Trust boundary" in docs/paper/to
 * **bubblewrap** (``_jail.bwrap_argv``): fresh user, mount, pid, network, ipc, uts and cgroup namespaces;
   uid/gid 65534 with no capabilities; a filesystem holding only the shared libraries, the interpreter's
   installation (read-only), a read-only harness directory, a writable private work directory and an empty
-  ``/tmp``; a pid-namespaced ``/proc``; an empty environment but ``PYTHONHASHSEED=0``; a seccomp filter
+  ``/tmp`` (each a size- and inode-capped tmpfs); a pid-namespaced ``/proc``; an empty environment but ``PYTHONHASHSEED=0``; a seccomp filter
   refusing process creation (``fork``, ``clone`` without ``CLONE_THREAD``). Started with an empty
   environment itself, so even the jail's pid 1 holds no secret.
 * **rlimits** set by the runner before any candidate code runs: CPU seconds, address space, file size,
@@ -50,11 +50,17 @@ from typing import Any
 
 from ...errors import ReplayLensError
 from ._jail import (
+    JAIL_MOUNTS,
     RUNNER,
     TMP_BYTES,
+    TMP_INODES,
     WORK_BYTES,
+    WORK_INODES,
     bwrap_argv,
     bwrap_available,
+    capped_tmpfs,
+    inode_cap_available,
+    inode_cap_note,
     interpreter,
     seccomp_filter,
     seccomp_note,
@@ -93,6 +99,8 @@ class SandboxLimits:
     output_bytes: int = 64 * 1024  # kept of each of stdout / stderr; the rest is discarded
     work_bytes: int = WORK_BYTES  # jail: size of the writable work directory (tmpfs), all files together
     tmp_bytes: int = TMP_BYTES    # jail: size of /tmp and of /dev/shm (tmpfs each); /dev is read-only
+    work_inodes: int = WORK_INODES  # jail: inode cap (nr_inodes) of the work directory's tmpfs
+    tmp_inodes: int = TMP_INODES    # jail: inode cap of /tmp and of /dev/shm (each)
     audit_hook: bool = True
     network_namespace: bool = True  # trusted fallback only: used where network_isolation() allows it
     jail: bool = True  # False: trusted fallback even where bubblewrap works (for tests and comparisons)
@@ -307,8 +315,19 @@ def run_candidate(source: str, func: str, tests: Sequence[TestCase], limits: San
                 os.write(seccomp_fd, bpf)
                 os.lseek(seccomp_fd, 0, os.SEEK_SET)
                 pass_fds.append(seccomp_fd)
-            argv = bwrap_argv(harness, work, seccomp_fd, work_bytes=lim.work_bytes, tmp_bytes=lim.tmp_bytes)
-            preexec = None
+            capped: dict[str, str] | None = None
+            preexec: Any = None
+            if inode_cap_available() is None:
+                capped = {m: os.path.join(tmp, "mnt" + m.replace("/", "-")) for m in JAIL_MOUNTS}
+                sizes = {"/sandbox/work": (lim.work_bytes, lim.work_inodes)}
+                for d in capped.values():
+                    os.mkdir(d, 0o700)
+                preexec = functools.partial(capped_tmpfs, [(capped[m], *sizes.get(m, (lim.tmp_bytes, lim.tmp_inodes)))
+                                                           for m in JAIL_MOUNTS])
+            else:
+                inode_cap_note()
+            argv = bwrap_argv(harness, work, seccomp_fd, work_bytes=lim.work_bytes, tmp_bytes=lim.tmp_bytes,
+                              capped=capped)
         else:
             isolation = network_isolation() if lim.network_namespace else "none"
             argv = [interpreter(), "-P", "-s", "-S", "-B", os.path.join(harness, "runner.py"),
