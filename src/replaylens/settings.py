@@ -130,7 +130,8 @@ class AuditSettings:
     the inference; ``path`` the replay path (auto, array, reference); ``execution`` where shards run.
     ``repeats=None``: 2 for a declared stochastic agent under independent generators, else 1.  ``rng``:
     ``"independent"`` per-decision generators, or ``"common"`` random numbers (a decision's generator depends
-    on seed, stream, task and repeat only).
+    on seed, stream, task and repeat only).  ``on_inconclusive``: what an INCONCLUSIVE declared verdict does to
+    the gate, ``"pass"`` (the default) or ``"fail"`` (docs/guide/verdicts.md); it decides no decision.
     """
 
     cells: tuple[str, ...] = DEFAULT_CELLS
@@ -143,6 +144,7 @@ class AuditSettings:
     level: float = DEFAULT_LEVEL
     path: str = "auto"
     execution: Execution = field(default_factory=Execution)
+    on_inconclusive: str = "pass"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cells", cell_list(self.cells))
@@ -160,6 +162,8 @@ class AuditSettings:
             raise ConfigError(f"rng must be independent or common; got {self.rng!r}")
         if self.path not in ("auto", "array", "reference"):
             raise ConfigError(f"path must be auto, array or reference; got {self.path!r}")
+        if self.on_inconclusive not in ("pass", "fail"):
+            raise ConfigError(f"on_inconclusive must be pass or fail; got {self.on_inconclusive!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ from ._regress import emit_regressions, fail_on_options
 @fail_on_options
 @user_errors
 def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | None, level: float | None,
-            fail_on: str, as_json: bool) -> None:
+            fail_on: str, as_json: bool, on_inconclusive: str) -> None:
     """Compare two audits of the same plan (same inputs and seed), e.g. agent v1 vs v2: per cell the
     difference B − A in action response, ΔU and ΔO with a stream-cluster bootstrap interval on the
     paired per-stream differences.  Refuses audits of different plans, inputs or seeds (exit 2).
@@ -38,7 +38,7 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
     a, b = load_results(out_a), load_results(out_b)
     c = compare_audits(a, b, n_resamples=resamples, level=level)
     if as_json:  # issue 24: machine-readable comparison and regressions, exit 1 on a regression
-        sys.exit(emit_regressions(c, fail_on, as_json=True))
+        sys.exit(emit_regressions(c, fail_on, as_json=True, on_inconclusive=on_inconclusive))
     lv = f"{100 * c['level']:g}%"
     table = Table(title=f"{c['b']} − {c['a']} ({c['n_streams']} streams, paired by stream)")
     for col, right in (("cell", False), (f"Δ action response [{lv}]", True), (f"ΔΔU [{lv}]", True),
@@ -68,4 +68,4 @@ def compare(out_a: Path, out_b: Path, html_out: Path | None, resamples: int | No
             fh.write(render_comparison(c, a.manifest))
         os.replace(tmp, html_out)
         click.echo(f"wrote {html_out}")
-    sys.exit(emit_regressions(c, fail_on, as_json=False))
+    sys.exit(emit_regressions(c, fail_on, as_json=False, on_inconclusive=on_inconclusive))

@@ -10,12 +10,13 @@ from ..report import Expectation
 __all__ = ["declared_expectations", "state_lines"]
 
 
-def declared_expectations(invariant: Sequence[str], tolerance: float,
+def declared_expectations(invariant: Sequence[str], tolerance: float | None,
                           extra: Mapping[str, Expectation] | None = None) -> dict[str, Expectation]:
-    """``--expect-invariant`` cells (with ``--tolerance``) plus expectations declared elsewhere (a project
-    config); the command line wins for a cell named in both."""
+    """``--expect-invariant`` cells (with ``--tolerance``; None: the default margin) plus expectations declared
+    elsewhere (a project config); the command line wins for a cell named in both."""
     out = dict(extra or {})
-    out.update({c: Expectation(c, "invariant", float(tolerance), True) for c in invariant})
+    tol = None if tolerance is None else float(tolerance)
+    out.update({c: Expectation(c, "invariant", tol, True) for c in invariant})
     return out
 
 

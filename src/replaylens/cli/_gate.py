@@ -27,6 +27,14 @@ class GateOptions:
     junit_xml: Path | None = None
     baseline: Path | None = None
     fail_on: str = ""
+    on_inconclusive: str = "pass"
+
+    def check(self) -> None:
+        """Refuse (one line, exit 2) options that would otherwise be ignored: ``--fail-on`` without ``--baseline``."""
+        from ..errors import ConfigError
+
+        if self.fail_on and self.baseline is None:
+            raise ConfigError("--fail-on compares against a stored run: give --baseline OUT_DIR (or drop --fail-on)")
 
 
 _OPTIONS = [
@@ -42,6 +50,10 @@ _OPTIONS = [
                  help="A stored run (its OUT directory or summary.json) of the same plan and inputs: report per cell "
                       "the paired difference against it (OUT/baseline.json); --fail-on makes a regression exit 1."),
     fail_on_option,
+    click.option("--on-inconclusive", "on_inconclusive", default="pass", show_default=True,
+                 type=click.Choice(["pass", "fail"]),
+                 help="What an INCONCLUSIVE declared expectation (neither shown within its margin nor beyond it) "
+                      "does to the exit code: pass (exit 0, the line says INCONCLUSIVE) or fail (exit 1)."),
 ]
 
 
@@ -50,7 +62,8 @@ def gate_options(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         gate = GateOptions(expect=tuple(kwargs.pop("expect_specs", ())), junit_xml=kwargs.pop("junit_xml", None),
-                           baseline=kwargs.pop("baseline", None), fail_on=kwargs.pop("fail_on", ""))
+                           baseline=kwargs.pop("baseline", None), fail_on=kwargs.pop("fail_on", ""),
+                           on_inconclusive=kwargs.pop("on_inconclusive", "pass"))
         return fn(*args, gate=gate, **kwargs)
 
     for opt in reversed(_OPTIONS):
@@ -69,7 +82,7 @@ def refuse_several_agents(gate: GateOptions, expect_invariant: str) -> None:
                           "their OUT/<agent> directories with `replaylens compare`)")
 
 
-def gate_expectations(gate: GateOptions | None, invariant: str, tolerance: float,
+def gate_expectations(gate: GateOptions | None, invariant: str, tolerance: float | None,
                       plan: Any) -> dict[str, Expectation]:
     """Declared expectations: ``--expect`` (or the config's ``expect`` table) and the ``--expect-invariant``
     cells (comma-separated, ``rekey`` included) at ``--tolerance`` (which win for a cell named in both); every
@@ -122,13 +135,13 @@ def _against_baseline(out: Path, gate: GateOptions) -> list[str]:
     import json
 
     from .._durable import atomic_write
-    from ..report import baseline_dir, compare_audits, load_results, parse_fail_on, regressions, strict_json
+    from ..report import baseline_dir, compare_audits, load_results, strict_json
+    from ._regress import regression_document
 
     assert gate.baseline is not None
-    thresholds = parse_fail_on(gate.fail_on)
     c = compare_audits(load_results(baseline_dir(gate.baseline)), load_results(out))
-    lines = regressions(c, thresholds)
-    doc = c | {"fail_on": [t.describe() for t in thresholds], "regressions": lines, "passed": not lines}
+    doc = regression_document(c, gate.fail_on, gate.on_inconclusive)
+    lines = doc["regressions"]
     atomic_write(out / "baseline.json", (json.dumps(strict_json(doc), indent=2, allow_nan=False) + "\n").encode())
     for r in c["rows"]:
         lo, hi = r["action_ci"]
@@ -136,6 +149,7 @@ def _against_baseline(out: Path, gate: GateOptions) -> list[str]:
         click.echo(f"baseline {r['cell']}: decisions changed {100 * r['action']:+.1f}pp [{ci}], utility "
                    f"{r['delta_utility']:+.4f}, oracle {100 * r['delta_oracle']:+.1f}pp; changed in baseline only "
                    f"{r['n_a_only']}, in this run only {r['n_b_only']} of {r['n_compared']}")
-    for line in lines:
-        click.echo(line, err=True)
-    return lines
+    for v in doc["checks"]:
+        if v["fails"] or v["status"] == "INCONCLUSIVE":
+            click.echo(v["line"], err=True)
+    return list(lines)

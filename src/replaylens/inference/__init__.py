@@ -8,7 +8,9 @@
 * :func:`adjusted_level` -- Bonferroni-adjusted individual level for several contrasts;
 * :func:`adaptive_cells` -- adaptive call budget: stop asking a cell once its anytime-valid
   :class:`BettingCS` confidence sequence settles the verdict (:func:`classify`);
-* :func:`format_p` -- ``"<0.001"`` / ``"0.023"`` style p-values.
+* :func:`format_p` -- ``"<0.001"`` / ``"0.023"`` style p-values;
+* :func:`mean_inference` / :func:`holm_adjusted` -- the product's verdicts and shown intervals: one-sample
+  Student t on per-stream values (``S - 1`` degrees of freedom) and Holm's step-down (issue 47).
 
 Every draw comes from a Generator normalized by :func:`replaylens.rng.check_rng`.
 """
@@ -29,6 +31,7 @@ from ._bootstrap import adjusted_level, cluster_bootstrap
 from ._results import BootstrapResult, SignFlipResult
 from ._shared import shared_bootstrap, shared_sign_flip_tests, single_thread_blas
 from ._signflip import format_p, sign_flip_test
+from ._student import MeanInference, holm_adjusted, mean_inference, t_ppf, t_sf
 
 __all__ = [
     "CHANGES",
@@ -40,6 +43,11 @@ __all__ = [
     "adaptive_cells",
     "classify",
     "BootstrapResult",
+    "MeanInference",
+    "holm_adjusted",
+    "mean_inference",
+    "t_ppf",
+    "t_sf",
     "SignFlipResult",
     "adjusted_level",
     "cluster_bootstrap",

@@ -234,7 +234,9 @@ def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "
 
     T_gr = mean_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_{j∈{c,e}} mean_{r<s} 1[Y_jr ≠ Y_js]; with two repeats this is
     ¼ Σ_{r,s} 1[Y_cr ≠ Y_es] − ½ Σ_j 1[Y_j1 ≠ Y_j2].  E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))² ≥ 0; estimates are
-    reported unclipped.  Computed per decision unit, averaged within streams, then over streams.
+    reported unclipped.  Under common random numbers (``plan.rng == "common"``) repeat r of both sides shares a
+    generator, so the cross mean runs over the pairs r ≠ s only (the independent ones).
+    Computed per decision unit, averaged within streams, then over streams.
     ``t_gr(dec, "aligned", "aligned", "nonidentity")`` is the repeat-corrected rekey response (each map
     against the identity map of the same cell).
     """
@@ -249,7 +251,11 @@ def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "
     same = cell == reference
     ye = np.broadcast_to(ye[0], ye[sel].shape) if (cobj.baseline == "identity" and reference == "aligned") or same \
         else ye[sel]
-    cross = np.mean([(yc[:, :, r] != ye[:, :, s]) for r in range(p) for s in range(p)], axis=0)
+    # under common random numbers repeat r of the cell and repeat r of its reference share a generator: only
+    # the cross pairs r != s are independent draws (issue 47), which keeps E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))²
+    crn = dec.plan.rng == "common"
+    cross = np.mean([(yc[:, :, r] != ye[:, :, s]) for r in range(p) for s in range(p) if not (crn and r == s)],
+                    axis=0)
     pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
     wc = np.mean([(yc[:, :, r] != yc[:, :, s]) for r, s in pairs], axis=0)
     we = np.mean([(ye[:, :, r] != ye[:, :, s]) for r, s in pairs], axis=0)

@@ -11,7 +11,7 @@ from ._audit import (
     strict_json,
     summarize,
 )
-from ._baseline import Threshold, baseline_dir, parse_fail_on, regressions, response_masks
+from ._baseline import Threshold, baseline_dir, parse_fail_on, regression_verdicts, regressions, response_masks
 from ._ci import example_line, example_records, junit_xml, step_summary
 from ._compare import check_comparable, compare_audits, compare_summaries, plan_digest, render_comparison
 from ._explain import changed_examples, consequences
@@ -73,6 +73,7 @@ __all__ = [
     "pct",
     "plan_digest",
     "read_decisions",
+    "regression_verdicts",
     "regressions",
     "render_comparison",
     "render_index",

@@ -25,7 +25,7 @@ import numpy as np
 from .._cpus import statistics_threads
 from .._memory import release_freed_memory
 from ..agents import Agent
-from ..inference import BootstrapResult, SignFlipResult, shared_bootstrap, shared_sign_flip_tests
+from ..inference import BootstrapResult, SignFlipResult, mean_inference, shared_bootstrap, shared_sign_flip_tests
 from ..readouts import (
     StreamValues,
     a_rekey,
@@ -125,6 +125,14 @@ class CellSummary:
     n_changed: int
 
     def _ci(self, j: int) -> list[float]:
+        """The shown interval of column ``j`` (action, ΔU, ΔO): two-sided Student t at the audit's level on the
+        per-stream values, ``S - 1`` degrees of freedom (issue 47: valid at few streams; NaN at one stream)."""
+        sv = (self.action, self.utility, self.oracle)[j]
+        lo, hi = mean_inference(sv.values).interval(self.interval.level)
+        return [lo, hi]
+
+    def _bootstrap_ci(self, j: int) -> list[float]:
+        """The stream-cluster percentile bootstrap interval of column ``j`` (the paper's method; kept beside)."""
         return [float(np.asarray(self.interval.low)[j]), float(np.asarray(self.interval.high)[j])]
 
     @property
@@ -168,6 +176,9 @@ class CellSummary:
             "delta_utility_p": self.utility_test.pvalue,
             "delta_oracle": self.oracle.estimate, "delta_oracle_ci": self._ci(2),
             "delta_oracle_p": self.oracle_test.pvalue,
+            "interval_method": "student-t (S-1 df) on per-stream values",
+            "bootstrap_ci": {"action": self._bootstrap_ci(0), "delta_utility": self._bootstrap_ci(1),
+                             "delta_oracle": self._bootstrap_ci(2)},
             "level": iv.level, "n_streams": iv.n_clusters, "n_resamples": iv.n_resamples,
             "n_decisions": self.n_decisions, "n_changed": self.n_changed,
             "per_stream": {"action": per_stream(self.action), "delta_utility": per_stream(self.utility),
@@ -236,10 +247,14 @@ class AuditResult:
 
     def verdict(self) -> dict[str, Any]:
         """Every row judged against its declared (``settings["expectations"]``) or default expectation."""
-        from ._verdict import verdict_summary
+        from ._verdict import JudgeContext, verdict_summary
 
         rows = [r._strict for r in self.rows]
-        return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to)
+        plan = self.decisions.plan
+        ctx = JudgeContext(level=self.level, on_inconclusive=str(self.settings.get("on_inconclusive", "pass")),
+                           one_repeat_stochastic=bool(self.agent.stochastic) and plan.repeats < 2
+                           and plan.rng == "independent")
+        return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to, ctx)
 
     @cached_property
     def _aligned(self) -> dict[str, float]:

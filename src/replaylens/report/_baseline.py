@@ -7,9 +7,10 @@ the paired difference (B − A, B the new run) with its stream-cluster interval,
 * ``utility:0.01`` — the utility change ΔU fell by more than 0.01;
 * ``oracle:0.02`` — the oracle agreement change ΔO fell by more than 2 pp.
 
-A threshold applies to every row unless prefixed by a cell (``pair.action:0``).  The point estimate of
-the paired difference is compared with the threshold (it is exact for a deterministic agent on fixed
-inputs); its interval is reported beside it.
+A threshold applies to every row unless prefixed by a cell (``pair.action:0``).  For a deterministic agent
+the point estimate of the paired difference is compared with the threshold (it is exact on fixed inputs); for
+a stochastic agent it is judged with the audit's statistics (Student t on the per-stream differences, Holm):
+REGRESSED, NO REGRESSION or INCONCLUSIVE (:func:`regression_verdicts`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["Threshold", "baseline_dir", "parse_fail_on", "regressions", "response_masks"]
+__all__ = ["Threshold", "baseline_dir", "parse_fail_on", "regression_verdicts", "regressions", "response_masks"]
 
 METRICS = {"action": ("action", +1), "utility": ("delta_utility", -1), "oracle": ("delta_oracle", -1)}
 
@@ -61,10 +62,20 @@ def parse_fail_on(spec: str | Iterable[str]) -> list[Threshold]:
     return out
 
 
-def regressions(comparison: Mapping[str, Any], thresholds: Sequence[Threshold]) -> list[str]:
-    """One line per (row, threshold) crossed by the paired difference B − A."""
-    lines = []
+def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Threshold], *,
+                        on_inconclusive: str = "pass") -> list[dict[str, Any]]:
+    """Every (row, threshold) judged: ``REGRESSED`` (shown to move the wrong way by more than the threshold),
+    ``NO REGRESSION`` or ``INCONCLUSIVE``, with its line and whether it fails the gate.
+
+    A deterministic agent's paired difference is exact (a census of the same decisions): its point estimate
+    decides.  A stochastic agent's (T_gr rows) is judged as the audit's verdicts are: one-sample Student t on
+    the per-stream differences, REGRESSED after Holm's step-down over every judged (row, threshold) at
+    ``1 - level``, NO REGRESSION when the one-sided upper bound is within the threshold (docs/guide/verdicts.md)."""
+    from ..inference import holm_adjusted, t_ppf, t_sf
+
+    alpha = 1.0 - float(comparison.get("level", 0.95))
     rows = {r["cell"]: r for r in comparison["rows"]}
+    judged: list[dict[str, Any]] = []
     for t in thresholds:
         if t.cell is not None and t.cell not in rows:
             raise ConfigError(f"--fail-on {t.cell}.{t.metric}: {t.cell!r} is not a row of these runs "
@@ -74,13 +85,47 @@ def regressions(comparison: Mapping[str, Any], thresholds: Sequence[Threshold]) 
             if t.cell is not None and cell != t.cell:
                 continue
             d = r[key]
-            if d is not None and np.isfinite(d) and sign * d > t.limit + 1e-12:
-                lo, hi = r[f"{key}_ci"]
-                fmt = _fmt_pp if t.metric != "utility" else _fmt_num
-                ci = f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and np.isfinite(lo) else "[n/a]"
-                lines.append(f"regression: {cell}: {t.metric} {fmt(d)} {ci} against the baseline "
-                             f"({t.describe()})")
-    return lines
+            if d is None or not np.isfinite(d):
+                continue
+            se = (r.get("se") or {}).get(key)
+            n = int(comparison.get("n_streams") or 0)
+            s = float(se) if se is not None else math.nan
+            noisy = bool(r.get("stochastic")) and math.isfinite(s) and n >= 2
+            p = (0.0 if sign * d > t.limit else 1.0) if noisy and s == 0 else (
+                t_sf((sign * d - t.limit) / s, n - 1) if noisy else math.nan)
+            judged.append({"cell": cell, "threshold": t, "key": key, "value": float(d), "noisy": noisy,
+                           "p": p, "upper": (sign * d + t_ppf(1 - alpha, n - 1) * s) if noisy else math.nan})
+    adjusted = holm_adjusted([j["p"] for j in judged])
+    out = []
+    for j, p_adj in zip(judged, adjusted, strict=True):
+        t, key, d = j["threshold"], j["key"], j["value"]
+        sign = METRICS[t.metric][1]
+        if not j["noisy"]:
+            status = "REGRESSED" if sign * d > t.limit + 1e-12 else "NO REGRESSION"
+        elif p_adj <= alpha:
+            status = "REGRESSED"
+        elif round(t.limit - j["upper"], 12) > 0:
+            status = "NO REGRESSION"
+        else:
+            status = "INCONCLUSIVE"
+        r = rows[j["cell"]]
+        lo, hi = r[f"{key}_ci"]
+        fmt = _fmt_pp if t.metric != "utility" else _fmt_num
+        ci = f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and np.isfinite(lo) else "[n/a]"
+        how = f"Holm-adjusted p = {p_adj:.3g}" if j["noisy"] else "exact: a deterministic agent's census"
+        word = "regression" if status == "REGRESSED" else status.lower()
+        line = f"{word}: {j['cell']}: {t.metric} {fmt(d)} {ci} against the baseline ({t.describe()}; {how})"
+        fails = status == "REGRESSED" or (status == "INCONCLUSIVE" and on_inconclusive == "fail")
+        out.append({"cell": j["cell"], "threshold": t.describe(), "status": status, "line": line, "fails": fails})
+    return out
+
+
+def regressions(comparison: Mapping[str, Any], thresholds: Sequence[Threshold], *,
+                on_inconclusive: str = "pass") -> list[str]:
+    """One line per (row, threshold) that fails the gate: REGRESSED, or INCONCLUSIVE under
+    ``on_inconclusive="fail"`` (see :func:`regression_verdicts`)."""
+    return [v["line"] for v in regression_verdicts(comparison, thresholds, on_inconclusive=on_inconclusive)
+            if v["fails"]]
 
 
 def _fmt_pp(x: float) -> str:

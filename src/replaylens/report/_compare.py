@@ -2,8 +2,9 @@
 
 Both runs replayed the same transformed histories on the same future tasks, so every summary row has
 one value per stream in each run.  The comparison takes the per-stream differences B − A of the action
-response, ΔU and ΔO and puts a stream-cluster percentile bootstrap interval on their mean (one paired
-resampling for the three columns, seeded from the runs' root seed).  Runs on different plans, inputs or
+response, ΔU and ΔO and puts a Student-t interval (``S - 1`` degrees of freedom, issue 47) on their mean; the
+stream-cluster percentile bootstrap interval (one paired resampling for the three columns, seeded from the runs'
+root seed) is kept beside it as ``bootstrap_ci``.  Runs on different plans, inputs or
 seeds are refused: their streams are not paired.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..inference import cluster_bootstrap
+from ..inference import cluster_bootstrap, mean_inference
 from ..rng import derive_seed
 from ._render import AuditFiles
 
@@ -80,14 +81,20 @@ def compare_summaries(sa: dict[str, Any], sb: dict[str, Any], fa: Any, fb: Any, 
         if diff.shape[0] >= 2 and np.isfinite(diff).all():
             iv = cluster_bootstrap(diff, n_resamples=n_resamples, level=level,
                                    rng=derive_seed(seed, "compare", index))
-            lo, hi = np.asarray(iv.low), np.asarray(iv.high)
+            blo, bhi = np.asarray(iv.low), np.asarray(iv.high)
         else:
-            lo = hi = np.full(3, math.nan)
+            blo = bhi = np.full(3, math.nan)
+        inf = [mean_inference(diff[:, j]) for j in range(3)]
+        lo, hi = (np.array([x.interval(level)[k] for x in inf]) for k in (0, 1))
         maps = list(ra["by_map"]["action"])
         sel = (cell == ("aligned" if ra["cell"] == "rekey" else ra["cell"])) & np.isin(mp, maps)
         rows.append({"cell": ra["cell"], "migration": ra["migration"],
                      **{k: float(est[j]) for j, k in enumerate(cols)},
                      **{f"{k}_ci": [float(lo[j]), float(hi[j])] for j, k in enumerate(cols)},
+                     "bootstrap_ci": {k: [float(blo[j]), float(bhi[j])] for j, k in enumerate(cols)},
+                     "se": {k: inf[j].se for j, k in enumerate(cols)},
+                     "stochastic": str(ra["action_readout"]).startswith("T_gr")
+                     or str(rb["action_readout"]).startswith("T_gr"),
                      "a": {k: ra[k] for k in cols}, "b": {k: rb[k] for k in cols},
                      "n_differ": int(differ[sel].sum()), "n_decisions": int(sel.sum()),
                      "n_a_only": int((resp_a[ra["cell"]] & ~resp_b[ra["cell"]]).sum()),

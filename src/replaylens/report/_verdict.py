@@ -7,9 +7,12 @@ decisions; otherwise a learning agent is expected to respond to ``value``, ``key
 or ``rename`` (record order, consistent names) is a red flag.  Only declared expectations gate the exit
 code; a default one is judged and shown but never fails a run.
 
-Measured value: the raw share of changed decisions for a deterministic agent (its interval is the
-stream-cluster interval of the action response D_A^q); the repeat-corrected T_gr and its interval for a
-stochastic agent (where "changed" means the interval lies above the tolerance).
+Three verdicts (issue 47; docs/guide/verdicts.md, docs/decisions.md "Verdicts with known error rates"):
+SAFE -- the response is shown to lie within the expectation's margin; UNSAFE -- shown to exceed it;
+INCONCLUSIVE -- neither, with the smallest response the audit could detect and the streams that would decide.
+A deterministic agent's replay is a census (integer counts decide, exactly); a stochastic agent's
+repeat-corrected T_gr is judged by the one-sample Student t on its per-stream values (``S - 1`` degrees of
+freedom), UNSAFE after Holm's step-down over the row family, SAFE by the one-sided upper bound.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any, Literal, cast
 
-__all__ = ["DEFINITIONS_MD", "DEFAULT_RESPONDS", "Expectation", "Judgement", "default_expectation", "expectations_for",
-           "failure_lines", "judge", "parse_expect_specs", "parse_expectations", "verdict_lines", "verdict_markdown",
-           "verdict_summary"]
+from ..inference import MeanInference, holm_adjusted, mean_inference
+
+__all__ = ["DEFINITIONS_MD", "DEFAULT_RESPONDS", "DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE",
+           "INCONCLUSIVE_POLICIES", "Expectation", "Judgement", "JudgeContext", "default_expectation",
+           "expectations_for", "failure_lines", "judge", "judge_rows", "parse_expect_specs", "parse_expectations",
+           "verdict_lines", "verdict_markdown", "verdict_summary"]
 
 Kind = Literal["invariant", "responds", "free"]
 KINDS: tuple[str, ...] = ("invariant", "responds", "free")
@@ -33,33 +40,66 @@ DEFAULT_INVARIANT = ("pair", "reorder", "rename")
 
 #: the verdict words (summary.json ``status``)
 SAFE, UNSAFE, EXPECTED, NOT_JUDGED = "SAFE", "UNSAFE", "EXPECTED RESPONSE", "NOT JUDGED"
+INCONCLUSIVE = "INCONCLUSIVE"
+#: what an INCONCLUSIVE declared row does to the exit code (``--on-inconclusive``): ``pass`` (the default) or ``fail``
+INCONCLUSIVE_POLICIES = ("pass", "fail")
+
+#: the margin of an expectation declared without one, for a stochastic agent's T_gr (a census's is 0)
+DEFAULT_STOCHASTIC_MARGIN = 0.05
+#: the power at which INCONCLUSIVE states the smallest detectable response
+DETECT_POWER = 0.8
 
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a row (a cell or ``rekey``) is expected to do; ``declared`` expectations gate the exit code."""
+    """What a row (a cell or ``rekey``) is expected to do; ``declared`` expectations gate the exit code.
+
+    ``tolerance`` is the margin (a share of decisions, or of T_gr); ``None`` means the documented default:
+    0 for a deterministic agent (a census), :data:`DEFAULT_STOCHASTIC_MARGIN` for a stochastic one."""
 
     cell: str
     kind: Kind
-    tolerance: float = 0.0
+    tolerance: float | None = None
     declared: bool = True
     reason: str = ""
 
+    def margin(self, stochastic: bool) -> float:
+        """The margin used: the declared tolerance, else the default for this kind of agent."""
+        if self.tolerance is not None:
+            return float(self.tolerance)
+        return DEFAULT_STOCHASTIC_MARGIN if stochastic else 0.0
+
     def spec(self) -> str:
         """The ``--expect`` form: ``CELL=KIND`` or ``CELL=KIND:TOLERANCE``."""
-        return f"{self.cell}={self.kind}" + (f":{self.tolerance!r}" if self.tolerance else "")
+        return f"{self.cell}={self.kind}" + (f":{self.tolerance!r}" if self.tolerance is not None else "")
 
-    def describe(self) -> str:
-        """E.g. ``invariant, tolerance 5% (declared)`` or ``must respond (default: ...)``."""
-        tol = f", tolerance {100 * self.tolerance:g}%" if self.tolerance else ""
+    def describe(self, stochastic: bool = False) -> str:
+        """E.g. ``invariant, margin 1% (declared)``, ``must respond, margin 5% [stochastic default] (default: ...)``."""
         what = {"invariant": "invariant", "responds": "must respond", "free": "free (no expectation)"}[self.kind]
-        src = "declared" if self.declared else f"default: {self.reason}"
-        return f"{what}{tol} ({src})"
+        if self.kind != "free":
+            src = "" if self.tolerance is not None else (
+                " [stochastic default]" if stochastic else " [census default]")
+            what += f", margin {100 * self.margin(stochastic):g}%{src}"
+        return f"{what} ({'declared' if self.declared else f'default: {self.reason}'})"
+
+
+@dataclass(frozen=True)
+class JudgeContext:
+    """What a verdict needs besides the row: the level, the INCONCLUSIVE policy, and whether a stochastic agent
+    was read with one repeat of independent generators (decoding noise not separable)."""
+
+    level: float = 0.95
+    on_inconclusive: str = "pass"
+    one_repeat_stochastic: bool = False
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.level
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """One row judged: the expectation, what was measured and the verdict word."""
+    """One row judged: the expectation, what was measured, the verdict word and the evidence for it."""
 
     expectation: Expectation
     migration: str
@@ -70,56 +110,99 @@ class Judgement:
     interval: tuple[float, float]
     n_changed: int
     n_decisions: int
+    margin: float = 0.0
+    method: str = "census"    # "census" (integer counts) or "t" (one-sample Student t on the per-stream values)
+    p_value: float = math.nan          # Holm-adjusted one-sided p of "exceeds the margin" (t rows)
+    bounds: tuple[float, float] = (math.nan, math.nan)   # one-sided (1 - alpha) lower and upper bounds (t rows)
+    detectable: float = math.nan       # smallest response detectable with 80 % power (t rows)
+    streams_needed: int | None = None  # streams that would decide at this estimate and spread (INCONCLUSIVE)
+    n_streams: int = 0
+    note: str = ""
+    alpha: float = 0.05                # 1 - level: each SAFE bound's level, the family's level for UNSAFE
+
+    @property
+    def stochastic(self) -> bool:
+        return self.method == "t" or self.measure != "changed_share"
+
+    def _got(self) -> str:
+        if self.measure == "changed_share":
+            return f"{self.n_changed} of {self.n_decisions} decisions changed ({_pc(self.value)}, a census)"
+        lo, hi = self.interval
+        return f"{self.measure} {_pc(self.value, True)} [{_pc(lo, True)}, {_pc(hi, True)}]"
+
+    def evidence(self) -> str:
+        """Why this verdict, in words (the bound against the margin; what would decide an INCONCLUSIVE row)."""
+        m = f"{100 * self.margin:g}%"
+        if self.method == "census":
+            return self.note
+        lo, hi = self.bounds
+        lvl = f"{100 * (1 - self.alpha):g}%"
+        if self.status in (UNSAFE, EXPECTED) and self.p_value <= self.alpha:
+            return f"{lvl} lower bound {_pc(lo, True)} > margin {m} (Holm-adjusted p = {_p(self.p_value)})"
+        if self.status in (SAFE, UNSAFE):
+            return f"{lvl} upper bound {_pc(hi, True)} < margin {m}"
+        if self.status == INCONCLUSIVE:
+            need = (f"about {self.streams_needed} streams would decide at this estimate and spread"
+                    if self.streams_needed else "no number of streams would decide at this estimate")
+            det = (f"detects a response above {_pc(self.margin + self.detectable, True)} "
+                   f"({100 * DETECT_POWER:g}% power) at {self.n_streams} streams"
+                   if math.isfinite(self.detectable) else "detects nothing at one stream")
+            head = f"{self.note}; " if self.note else ""
+            return (f"{head}neither within nor beyond the margin {m} ({lvl} bounds {_pc(lo, True)}, "
+                    f"{_pc(hi, True)}): this audit {det}; {need}")
+        return ""
 
     def line(self) -> str:
-        """One plain line: verdict, migration, the measured value and the expectation it was judged against."""
+        """One plain line: verdict, migration, the measured value, the evidence and the expectation."""
         e = self.expectation
-        if self.measure == "changed_share":
-            got = f"{self.n_changed} of {self.n_decisions} decisions changed ({_pc(self.value)})"
-        else:
-            lo, hi = self.interval
-            got = f"{self.measure} {_pc(self.value)} [{_pc(lo)}, {_pc(hi)}]"
-        return f"{self.status}: {self.migration}: {got}; expected {e.describe()}"
+        ev = self.evidence() if e.kind != "free" else ""
+        return (f"{self.status}: {self.migration}: {self._got()}" + (f"; {ev}" if ev else "")
+                + f"; expected {e.describe(self.stochastic)}")
 
     def failure(self) -> str:
-        """The one stderr line of a failed expectation (names the cell, the count or interval, the tolerance)."""
-        e, tol = self.expectation, f"{100 * self.expectation.tolerance:g}%"
-        if self.measure == "changed_share":
-            got = (f"{self.n_changed} of {self.n_decisions} decisions changed ({100 * self.value:.1f}% "
-                   f"{'>' if e.kind == 'invariant' else '<='} tolerance {tol})")
-        else:
-            lo = self.interval[0]
-            got = (f"{self.measure} interval lower bound {100 * lo:.1f}% "
-                   f"{'>' if e.kind == 'invariant' else '<='} tolerance {tol}")
+        """The one stderr line of a failed expectation (names the cell, the count or bound, the margin)."""
+        e = self.expectation
         what = "declared invariant" if e.kind == "invariant" else "declared responsive"
-        return f"expectation failed: {e.cell} {what}, but {got}"
+        return f"expectation failed: {e.cell} {what}, but {self.status}: {self._got()}; {self.evidence()}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cell": self.expectation.cell, "migration": self.migration, "status": self.status,
-                "passed": self.passed, "gate": self.expectation.declared, "expectation": asdict(self.expectation),
-                "measure": self.measure, "value": self.value, "interval": list(self.interval),
+        e = self.expectation
+        return {"cell": e.cell, "migration": self.migration, "status": self.status,
+                "passed": self.passed, "gate": e.declared, "expectation": asdict(e),
+                "margin": self.margin, "margin_source": "declared" if e.tolerance is not None else "default",
+                "method": self.method, "measure": self.measure, "value": self.value, "interval": list(self.interval),
+                "bounds": list(self.bounds), "p_value": self.p_value, "detectable": self.detectable,
+                "streams_needed": self.streams_needed, "n_streams": self.n_streams,
                 "n_changed": self.n_changed, "n_decisions": self.n_decisions, "line": self.line(),
                 "failure": None if self.passed else self.failure()}
 
 
-def _pc(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{round(100 * x, 1) + 0.0:.1f}%"
+def _pc(x: float | None, signed: bool = False) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    v = round(100 * x, 1) + 0.0   # + 0.0: never -0.0
+    return f"{v:+.1f}%" if signed and v else f"{v:.1f}%"
+
+
+def _p(p: float) -> str:
+    return "n/a" if not math.isfinite(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def default_expectation(cell: str, invariant_to: Iterable[str] = ()) -> Expectation:
-    """The documented default expectation of a row for an agent declaring ``invariant_to``."""
+    """The documented default expectation of a row for an agent declaring ``invariant_to`` (default margin)."""
     if cell in set(invariant_to):
-        return Expectation(cell, "invariant", 0.0, False, "the agent declares invariance to it")
+        return Expectation(cell, "invariant", None, False, "the agent declares invariance to it")
     if cell in DEFAULT_INVARIANT:
-        return Expectation(cell, "invariant", 0.0, False, "a response is a red flag for a learning agent")
+        return Expectation(cell, "invariant", None, False, "a response is a red flag for a learning agent")
     if cell in DEFAULT_RESPONDS:
-        return Expectation(cell, "responds", 0.0, False, "a learning agent is expected to respond")
-    return Expectation(cell, "free", 0.0, False, "no default for this cell")
+        return Expectation(cell, "responds", None, False, "a learning agent is expected to respond")
+    return Expectation(cell, "free", None, False, "no default for this cell")
 
 
 def parse_expectations(spec: Mapping[str, Any], *, where: str = "expect") -> dict[str, Expectation]:
     """Declared expectations from a mapping ``cell -> "invariant" | "responds" | "free" | {kind, tolerance}``
-    (a project config's ``expect`` table); one-line :class:`~replaylens.errors.ConfigError` otherwise."""
+    (a project config's ``expect`` table; no tolerance: the default margin); one-line
+    :class:`~replaylens.errors.ConfigError` otherwise."""
     from ..errors import ConfigError
 
     out: dict[str, Expectation] = {}
@@ -127,20 +210,21 @@ def parse_expectations(spec: Mapping[str, Any], *, where: str = "expect") -> dic
         if isinstance(val, Expectation):
             out[str(cell)] = val
             continue
-        kind, tol = (val, 0.0) if isinstance(val, str) else (None, 0.0)
+        kind, tol = (val, None) if isinstance(val, str) else (None, None)
         if isinstance(val, Mapping):
             unknown = set(val) - {"kind", "tolerance"}
             if unknown:
                 raise ConfigError(f"{where}.{cell}: unknown field(s) {', '.join(sorted(unknown))} (allowed: kind, "
                                   "tolerance)")
-            kind, tol = val.get("kind"), val.get("tolerance", 0.0)
+            kind, tol = val.get("kind"), val.get("tolerance")
         kind = {"must_respond": "responds", "must-respond": "responds", "respond": "responds"}.get(str(kind), kind)
         if kind not in KINDS:
             raise ConfigError(f"{where}.{cell}: expectation must be one of invariant, responds, free (or a table "
                               f"with kind and tolerance); got {val!r}")
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 <= float(tol) <= 1.0:
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
+                                or not 0.0 <= float(tol) <= 1.0):
             raise ConfigError(f"{where}.{cell}.tolerance must be a number in [0, 1]; got {tol!r}")
-        out[str(cell)] = Expectation(str(cell), cast(Kind, kind), float(tol), True)
+        out[str(cell)] = Expectation(str(cell), cast(Kind, kind), None if tol is None else float(tol), True)
     return out
 
 
@@ -156,7 +240,7 @@ def parse_expect_specs(items: Iterable[str]) -> dict[str, Expectation]:
             raise ConfigError(f"--expect must look like CELL=KIND[:TOLERANCE] (KIND: invariant, responds, free); "
                               f"got {item!r}")
         try:
-            table[cell.strip()] = {"kind": kind.strip(), "tolerance": float(tol) if tol.strip() else 0.0}
+            table[cell.strip()] = {"kind": kind.strip()} | ({"tolerance": float(tol)} if tol.strip() else {})
         except ValueError:
             raise ConfigError(f"--expect {item!r}: the tolerance must be a number in [0, 1]") from None
     return parse_expectations(table, where="--expect")
@@ -169,40 +253,103 @@ def expectations_for(rows: Sequence[str], declared: Mapping[str, Expectation],
     return [declared[c] if c in declared else default_expectation(c, inv) for c in rows]
 
 
-def judge(row: Mapping[str, Any], e: Expectation) -> Judgement:
-    """Judge one summary.json row against its expectation."""
-    lo, hi = (float("nan") if v is None else float(v) for v in row["action_ci"])
-    stochastic = str(row["action_readout"]).startswith("T_gr")
-    if stochastic:
-        est = float("nan") if row["action"] is None else float(row["action"])
-        low = lo if math.isfinite(lo) else est
-        changed = bool(low > e.tolerance)
-        measure, value = str(row["action_readout"]), est
-    else:
-        value = row["n_changed"] / max(int(row["n_decisions"]), 1)
-        changed = value > e.tolerance
-        measure = "changed_share"
+def _above(a: float, b: float, scale: float) -> bool:
+    """``a > b`` once both are rounded to 12 significant digits of ``scale``: a floating-point leftover
+    (a bound of 9e-17 where the exact value is 0) never decides a verdict."""
+    return round((a - b) / scale, 12) > 0 if scale > 0 else a > b
+
+
+def _census(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext) -> Judgement:
+    """A deterministic agent's row: the integer count of changed decisions against ``margin · n`` (exact)."""
+    n, k = max(int(row["n_decisions"]), 1), int(row["n_changed"])
+    margin = e.margin(False)
+    changed = Fraction(k) > Fraction(str(margin)) * n
+    lo, hi = (math.nan if v is None else float(v) for v in row["action_ci"])
+    note = ""
     if e.kind == "invariant":
-        passed, status = not changed, (UNSAFE if changed else SAFE)
+        status = UNSAFE if changed else SAFE
     elif e.kind == "responds":
-        passed, status = changed, (EXPECTED if changed else UNSAFE)
+        status = EXPECTED if changed else UNSAFE
     else:
-        passed, status = True, NOT_JUDGED
-    return Judgement(e, str(row["migration"]), status, passed, measure, value, (lo, hi), int(row["n_changed"]),
-                     int(row["n_decisions"]))
+        status = NOT_JUDGED
+    if changed and ctx.one_repeat_stochastic and e.kind != "free":
+        status = INCONCLUSIVE
+        note = ("a stochastic agent read with one repeat: decoding noise and a response cannot be told apart "
+                "(rerun with --repeats 2)")
+    passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
+    return Judgement(e, str(row["migration"]), status, passed, "changed_share", k / n, (lo, hi), k,
+                     int(row["n_decisions"]), margin=margin, n_streams=int(row.get("n_streams") or 0), note=note,
+                     alpha=ctx.alpha)
+
+
+def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, p_adj: float) -> Judgement:
+    """A stochastic agent's row (T_gr): Student t on the per-stream values; ``p_adj`` the Holm-adjusted p."""
+    inf = _inference(row)
+    margin = e.margin(True)
+    a = ctx.alpha
+    lo, hi = inf.lower(a), inf.upper(a)
+    scale = max(1.0, abs(margin))
+    exceeds = math.isfinite(p_adj) and p_adj <= a and _above(lo, margin, scale)
+    within = math.isfinite(hi) and _above(margin, hi, scale)
+    if e.kind == "invariant":
+        status = UNSAFE if exceeds else SAFE if within else INCONCLUSIVE
+    elif e.kind == "responds":
+        status = EXPECTED if exceeds else UNSAFE if within else INCONCLUSIVE
+    else:
+        status = NOT_JUDGED
+    need = inf.streams_to_decide(margin, a) if status == INCONCLUSIVE else None
+    passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
+    ci = inf.interval(ctx.level)
+    return Judgement(e, str(row["migration"]), status, passed, str(row["action_readout"]), inf.estimate, ci,
+                     int(row["n_changed"]), int(row["n_decisions"]), margin=margin, method="t", p_value=p_adj,
+                     bounds=(lo, hi), detectable=inf.detectable(a, DETECT_POWER), streams_needed=need,
+                     n_streams=inf.n, alpha=a)
+
+
+def _inference(row: Mapping[str, Any]) -> MeanInference:
+    values = [math.nan if v is None else float(v) for v in row["per_stream"]["action"]]
+    return mean_inference(values)
+
+
+def _is_stochastic(row: Mapping[str, Any]) -> bool:
+    return str(row["action_readout"]).startswith("T_gr")
+
+
+def judge(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext | None = None) -> Judgement:
+    """Judge one summary.json row against its expectation on its own (a family of one: no Holm adjustment)."""
+    return judge_rows([row], [e], ctx)[0]
+
+
+def judge_rows(rows: Sequence[Mapping[str, Any]], exps: Sequence[Expectation],
+               ctx: JudgeContext | None = None) -> list[Judgement]:
+    """Judge rows as families: the declared rows form one family, the default rows another; within each, the
+    stochastic rows' "exceeds the margin" tests are Holm-adjusted (family-wise level ``1 - level``)."""
+    ctx = ctx or JudgeContext()
+    p_adj = [math.nan] * len(rows)
+    for declared in (True, False):
+        idx = [i for i, (r, e) in enumerate(zip(rows, exps, strict=True))
+               if e.declared is declared and e.kind != "free" and _is_stochastic(r)]
+        raw = [_inference(rows[i]).p_exceeds(exps[i].margin(True)) for i in idx]
+        for i, p in zip(idx, holm_adjusted(raw), strict=True):
+            p_adj[i] = p
+    return [_stochastic(r, e, ctx, p_adj[i]) if _is_stochastic(r) else _census(r, e, ctx)
+            for i, (r, e) in enumerate(zip(rows, exps, strict=True))]
 
 
 def verdict_summary(rows: Sequence[Mapping[str, Any]], declared: Mapping[str, Expectation],
-                    invariant_to: Iterable[str] = ()) -> dict[str, Any]:
+                    invariant_to: Iterable[str] = (), ctx: JudgeContext | None = None) -> dict[str, Any]:
     """The machine-readable verdict of summary.json: the overall word, whether the declared expectations
     passed (the exit-code gate) and every row judged."""
+    ctx = ctx or JudgeContext()
     exps = expectations_for([str(r["cell"]) for r in rows], declared, invariant_to)
-    judged = [judge(r, e) for r, e in zip(rows, exps, strict=True)]
-    failed = [j for j in judged if not j.passed]
-    gate_failed = [j.expectation.cell for j in failed if j.expectation.declared]
-    return {"overall": UNSAFE if failed else SAFE, "passed": not gate_failed, "failed": gate_failed,
-            "unsafe": [j.expectation.cell for j in failed], "declared": sorted(declared),
-            "expectations": [j.to_dict() for j in judged]}
+    judged = judge_rows(rows, exps, ctx)
+    unsafe = [j.expectation.cell for j in judged if j.status == UNSAFE]
+    inconclusive = [j.expectation.cell for j in judged if j.status == INCONCLUSIVE]
+    gate_failed = [j.expectation.cell for j in judged if j.expectation.declared and not j.passed]
+    overall = UNSAFE if unsafe else INCONCLUSIVE if inconclusive else SAFE
+    return {"overall": overall, "passed": not gate_failed, "failed": gate_failed, "unsafe": unsafe,
+            "inconclusive": inconclusive, "declared": sorted(declared), "level": ctx.level,
+            "on_inconclusive": ctx.on_inconclusive, "expectations": [j.to_dict() for j in judged]}
 
 
 def verdict_lines(verdict: Mapping[str, Any]) -> list[str]:
@@ -224,6 +371,8 @@ DEFINITIONS_MD = (
     "- **oracle agreement change** (ΔO): change, in percentage points, of the share of decisions that pick the "
     "best action (the oracle).",
     "- **rekey** (A_rekey): identifiers renamed in the history only (the menu keeps its names).",
+    "- **SAFE / UNSAFE / INCONCLUSIVE**: the response shown within the margin / shown beyond it / neither "
+    "(a deterministic agent is a census: counts decide; a stochastic one: Student t on the streams, Holm).",
 )
 
 
