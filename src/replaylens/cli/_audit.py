@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -49,7 +50,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
                inputs: list[tuple[str, str | None]], command: str, arguments: dict[str, Any], out: Path,
                quiet: bool, prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
                restart: bool = False, overwrite: bool = False, expect_invariant: str = "",
-               tolerance: float = 0.0, gate: Any = None, release_utilities: bool = False) -> Any:
+               tolerance: float | None = None, gate: Any = None, release_utilities: bool = False) -> Any:
     """Run the library's audit (:func:`replaylens.report.run_audit`) with a progress bar, then print the
     summary and check the --expect-invariant expectations (exit 1 on a violated one).  ``release_utilities``:
     the evaluator is this run's alone (released after its replay)."""
@@ -62,6 +63,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
     from ._llmcost import attach_usage, write_partial
 
     llm = _llm_of(agent, cost, model)
+    if gate is not None and gate.on_inconclusive != settings.on_inconclusive:
+        settings = dataclasses.replace(settings, on_inconclusive=gate.on_inconclusive)
     planned: list[Any] = []
     declared: dict[str, Any] = {}  # filled once the plan is known; run_audit reads it after before_replay
 
@@ -96,8 +99,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
                                command=command, arguments=arguments, restart=restart, overwrite=overwrite,
                                progress=progress, prepared=prepared, before_replay=before_replay, expect=declared,
                                release_utilities=release_utilities and prepared is None,
-                               on_warning=lambda w: console.print(f"replaylens: warning: {w}", markup=False,
-                                                                  highlight=False))
+                               on_warning=lambda w: click.echo(f"replaylens: warning: {w}", err=True))
         except BudgetExhausted as exc:
             assert llm is not None and cost is not None
             write_partial(out, _usage(llm, planned[0], futures, cost, str(model), str(exc)), agent.name)
@@ -198,24 +200,27 @@ def _print_summary(result: Any, out: Path, quiet: bool) -> None:
         table.add_row(r["cell"], f"{pct(r['action'], signed=sg)}% {_iv(a, lambda x, sg=sg: pct(x, signed=sg))}",
                       f"{_num(r['delta_utility'])} {_iv(u, _num)}",
                       f"{pct(r['delta_oracle'], signed=True)}pp {_iv(o, lambda x: pct(x, signed=True))}")
-    if not quiet:
-        console.print(table)
+    from ..report import verdict_lines
+
+    if quiet:   # exactly the verdict lines, every row (warnings go to stderr either way)
+        for line in verdict_lines(s["verdict"]):
+            click.echo(line)
+        return
+    console.print(table)
     for v in result.verdicts():
         click.echo(v)
     from ._stores import retrieval_console_lines
 
     for line in retrieval_console_lines(s):  # a retrieval agent's retrieval level and cross-tab per cell
         click.echo(line)
-    if not quiet:  # issue 24: state lines are detail; the caveat only where states changed but decisions did not
-        from ..report import verdict_lines
-        from ._expect import state_lines
+    from ._expect import state_lines  # issue 24: the caveat only where states changed but decisions did not
 
-        for line in state_lines(s):
-            click.echo(line)
-        click.echo("")
-        for line in verdict_lines(s["verdict"]):
-            click.echo(line)
-        click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
+    for line in state_lines(s):
+        click.echo(line)
+    click.echo("")
+    for line in verdict_lines(s["verdict"]):
+        click.echo(line)
+    click.echo(f"wrote {out}/report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png")
 
 
 _audit_options = [
@@ -239,7 +244,8 @@ _audit_options = [
                  help="Interval level."),
     click.option("--path", "path_", default="auto", show_default=True,
                  type=click.Choice(["auto", "array", "reference"]), help="Replay path."),
-    click.option("--quiet", is_flag=True, help="Print only the verdict lines."),
+    click.option("--quiet", is_flag=True, help="Print only the verdict lines (SAFE / UNSAFE / INCONCLUSIVE / "
+                 "EXPECTED RESPONSE / NOT JUDGED, one per row) and warnings."),
 ]
 
 
@@ -254,8 +260,8 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
     "Agent": ("--agent", "--agent-param"),
     "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--rng", "--resamples", "--level",
                            "--path"),
-    "CI gate": ("--expect-invariant", "--tolerance", "--expect", "--config", "--junit-xml", "--baseline",
-                "--fail-on"),
+    "CI gate": ("--expect-invariant", "--tolerance", "--expect", "--on-inconclusive", "--config", "--junit-xml",
+                "--baseline", "--fail-on"),
     "Execution": ("--workers", "--backend", "--ray-address", "--max-shard-memory", "--concurrency"),
     "LLM agent (--agent llm)": ("--model", "--base-url", "--api-key-env", "--env-file", "--namespace", "--timeout",
                                 "--retries", "--reasoning-effort", "--service-tier", "--offline",
@@ -304,9 +310,10 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
 @click.option("--overwrite", is_flag=True, help="Write over an existing report of a different run in OUT.")
 @click.option("--expect-invariant", default="", metavar="CELLS", help="CI gate: comma list of cells (and rekey) "
               "the agent must be invariant to; exit 1 with one line per violated expectation.")
-@click.option("--tolerance", default=0.0, show_default=True, type=click.FloatRange(0, 1),
-              help="With --expect-invariant: allowed share of changed decisions (deterministic agents) or "
-                   "T_gr interval lower bound (stochastic agents).")
+@click.option("--tolerance", default=None, type=click.FloatRange(0, 1),
+              help="With --expect-invariant: the margin -- the allowed share of changed decisions (a deterministic "
+                   "agent, a census) or T_gr (a stochastic agent). Default: 0 for a deterministic agent, 0.05 for a "
+                   "stochastic one (docs/guide/verdicts.md).")
 @traceback_option
 @response_format_option
 @cost_options
@@ -346,7 +353,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
           margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None,
           rng: str, resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
-          expect_invariant: str, tolerance: float, response_format: str, gate: GateOptions,
+          expect_invariant: str, tolerance: float | None, response_format: str, gate: GateOptions,
           **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
 
@@ -358,6 +365,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     from ..errors import ConfigError
     from ..records import check_inputs, read_inputs
 
+    gate.check()   # options that would otherwise be ignored (--fail-on without --baseline): one line, exit 2
     params = parse_params(agent_param)
     agent_spec = agent_specs[0]
     if len(agent_specs) > 1 and "llm" in agent_specs:

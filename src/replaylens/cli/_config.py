@@ -47,7 +47,8 @@ PATH_KEYS = {"history": "history_path", "future": "future_path", "utilities": "u
 SCALAR_KEYS = {"model": "model", "maps": "maps", "seed": "seed", "draws": "draws", "repeats": "repeats",
                "resamples": "resamples", "level": "level", "path": "path_", "quiet": "quiet",
                "tolerance": "tolerance", "workers": "workers", "backend": "backend", "concurrency": "concurrency",
-               "overwrite": "overwrite", "base_url": "base_url", "namespace": "llm_namespace"}
+               "overwrite": "overwrite", "base_url": "base_url", "namespace": "llm_namespace",
+               "on_inconclusive": "on_inconclusive"}
 LIST_KEYS = {"cells": "cells", "expect_invariant": "expect_invariant", "fail_on": "fail_on"}
 
 

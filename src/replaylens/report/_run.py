@@ -203,6 +203,7 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
             "cells": list(plan.cell_names), "maps": list(plan.map_names), "draws": len(plan.draws),
             "repeats": plan.repeats, "seed": settings.seed, "n_resamples": settings.n_resamples,
             "level": settings.level, "path": dec.path, "rng": plan.rng, "warnings": list(warns),
+            "on_inconclusive": settings.on_inconclusive,
             **extra_readouts(history, futures, agent, plan, dec, seed=settings.seed,
                              n_resamples=settings.n_resamples, level=settings.level)}
     if expect:
@@ -267,6 +268,7 @@ def audit(
     ray_address: str | None = None,
     shard_memory: int | None = None,
     expect: Mapping[str, Any] | None = None,
+    on_inconclusive: str = "pass",
 ) -> AuditResult:
     """Run an audit: plan, replay (journaled when ``journal`` or ``out`` is set), read out and infer; with
     ``out``, lock the directory and write the report there (exactly what ``replaylens audit`` does).
@@ -275,13 +277,14 @@ def audit(
     (see :meth:`replaylens.replay.PreparedReplay.run`); the decisions are the same on every backend.
     ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds"}``), judged in
-    the summary's ``verdict``.
+    the summary's ``verdict`` (SAFE / UNSAFE / INCONCLUSIVE; ``on_inconclusive="fail"`` makes an INCONCLUSIVE
+    declared row fail the gate).
     """
     settings = AuditSettings(
         cells=tuple(cells.split(",")) if isinstance(cells, str) else tuple(cells),
         maps=maps if maps is None or isinstance(maps, str) else tuple(maps),
         draws=draws if isinstance(draws, int) else tuple(draws), repeats=repeats, seed=seed, rng=rng,
-        n_resamples=n_resamples, level=level, path=path,
+        n_resamples=n_resamples, level=level, path=path, on_inconclusive=on_inconclusive,
         execution=Execution(backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
                             shard_memory=shard_memory))
     return run_audit(history, futures, evaluator, agent, settings, out=out, journal=journal, restart=restart,
