@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,17 +22,32 @@ from replaylens.cli._main import cli
 from replaylens.llm import FakeOpenAIServer, make_backend
 from replaylens.llm._cache import (
     ATTEMPT_ROLE,
+    CACHE_KEY_ENV,
     CACHE_NOTE,
     DISCARDED_NOTE,
     CachedBackend,
     RequestCache,
     answer_digest,
+    cache_secret,
     entry_digest,
     request_cache_key,
 )
-from replaylens.llm._serialize import ItemDecoder
+from replaylens.llm._serialize import ItemDecoder, canonical_json, sha256_text
 from replaylens.llm._types import Completion, make_request
 from replaylens.records import write_evaluator, write_futures, write_history
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_cache_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """This module's cache secret in a file of its own (never the user's)."""
+    path = tmp_path_factory.mktemp("cache-key") / "cache.key"
+    before = os.environ.get(CACHE_KEY_ENV)
+    os.environ[CACHE_KEY_ENV] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop(CACHE_KEY_ENV, None)
+    else:
+        os.environ[CACHE_KEY_ENV] = before
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +146,26 @@ def _undecodable_answer(p: Path) -> None:
     _sql(p, f)
 
 
+def _poisoned(p: Path, digest: Callable[[str, str], str]) -> None:
+    """Every stored answer replaced by another entry's (valid menu labels) and re-digested by ``digest``."""
+    def f(db: sqlite3.Connection) -> None:
+        rows = db.execute("SELECT key, completion FROM responses ORDER BY key").fetchall()
+        texts = [json.loads(c)["text"] for _, c in rows]
+        for i, (k, c) in enumerate(rows):
+            other = next(t for t in texts[i + 1:] + texts[:i] if t != texts[i])
+            blob = json.dumps({**json.loads(c), "text": other}, sort_keys=True, separators=(",", ":"))
+            db.execute("UPDATE responses SET completion = ?, digest = ? WHERE key = ?", (blob, digest(k, blob), k))
+    _sql(p, f)
+
+
+def _poisoned_public_sha256(p: Path) -> None:  # issue 48: the unkeyed digest anyone could compute
+    _poisoned(p, lambda k, blob: sha256_text(canonical_json([k, blob])))
+
+
+def _poisoned_other_key(p: Path) -> None:  # the keyed digest under a secret that is not this user's
+    _poisoned(p, lambda k, blob: entry_digest(k, blob, b"\x07" * 32))
+
+
 def _truncated(p: Path) -> None:
     data = p.read_bytes()
     p.write_bytes(data[: len(data) // 2 + 100])
@@ -147,7 +184,9 @@ CORRUPTIONS = {"random bytes over pages": (_random_pages, 2), "non-JSON stored c
                "undecodable completion, digest recomputed": (_non_json_redigested, 0),
                "wrong schema table": (_wrong_schema, 2), "changed but valid answers": (_rotated_answers, 0),
                "undecodable answer": (_undecodable_answer, 0), "truncated file": (_truncated, 2),
-               "not a database": (_not_a_database, 2), "entries without digest": (_pre_digest, 0)}
+               "not a database": (_not_a_database, 2), "entries without digest": (_pre_digest, 0),
+               "poisoned, re-digested with the public sha256": (_poisoned_public_sha256, 0),
+               "poisoned, re-digested under another key": (_poisoned_other_key, 0)}
 
 
 @pytest.mark.parametrize("name", list(CORRUPTIONS))
@@ -229,3 +268,38 @@ def test_an_sqlite_error_mid_run_names_the_file(tmp_path: Path) -> None:
     for op in (lambda: cache.get("k"), lambda: cache.put("k2", Completion(text="{}", model="m")), lambda: len(cache)):
         with pytest.raises(ConfigError, match=r"request cache .*c\.sqlite is damaged .*--no-cache.*--cache PATH"):
             op()
+
+
+def test_the_cache_secret_is_created_private_and_refused_when_open_to_others(tmp_path: Path) -> None:
+    """Issue 48, point 5: the key lives in its own 0600 file outside the cache; a shared or damaged one is one line."""
+    from replaylens.errors import ConfigError
+
+    path = tmp_path / "sub" / "cache.key"
+    secret = cache_secret(path)
+    assert len(secret) == 32 and cache_secret(path) == secret
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and list(path.parent.iterdir()) == [path]
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"cache key .*cache\.key: mode -rw-r--r--.*chmod 600"):
+        cache_secret(path)
+    path.chmod(0o600)
+    path.write_bytes(b"short")
+    with pytest.raises(ConfigError, match=r"5 bytes, not 32: damaged"):
+        cache_secret(path)
+
+
+def test_a_forged_entry_is_discarded_and_the_vector_table_too(tmp_path: Path) -> None:
+    cache = RequestCache(tmp_path / "c.sqlite", secret=b"\x01" * 32)
+    cache.put("k", Completion(text='{"item_01": "A"}', model="m"))
+    cache.put_vector("v", "m", b"\0" * 8)
+    assert cache.get("k") is not None and cache.get_vector("v") == b"\0" * 8
+    forged = canonical_json({"text": '{"item_01": "B"}', "model": "m"})
+    cache._sql("UPDATE responses SET completion = ?, digest = ? WHERE key = 'k'",
+               (forged, sha256_text(canonical_json(["k", forged]))))
+    cache._sql("UPDATE vectors SET vector = ?, digest = ? WHERE key = 'v'",
+               (b"\1" * 8, entry_digest("v", "x", b"\x02" * 32)))
+    assert cache.get("k") is None and cache.get_vector("v") is None
+    assert cache.discarded == ["k", "v"] and len(cache) == 0
+    # the same file read under another user's secret serves nothing of this one's
+    cache.put("k", Completion(text='{"item_01": "A"}', model="m"))
+    cache.close()
+    assert RequestCache(tmp_path / "c.sqlite", secret=b"\x03" * 32).get("k") is None

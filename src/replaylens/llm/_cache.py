@@ -10,8 +10,10 @@ The cache sits in front of a :class:`Backend` (:class:`CachedBackend`); the acqu
 its journal are unchanged: a hit is an attempt with the note ``request-cache hit``, no usage (nothing
 was paid) and latency ~0.
 
-Every stored completion is bound to its request key by a digest (sha256 of key and stored text) checked on
-read; an entry whose digest differs, whose text does not decode, or whose answer is not a valid answer to the
+Every stored completion is bound to its request key by a keyed digest (HMAC-SHA256 of key and stored text under
+this user's cache key, a 32-byte file kept outside the cache: :func:`cache_key_path`) checked on read, so an entry
+written by anyone without that file — a poisoned shared or restored cache — is never served; an entry whose digest
+differs, whose text does not decode, or whose answer is not a valid answer to the
 request is discarded (deleted, the endpoint asked, one warning line per run) and never served.  A damaged
 file (not a database, an unexpected table schema, a failed integrity check, any SQLite error) is one
 :class:`~replaylens.errors.ConfigError` naming the file and ``--no-cache`` / ``--cache PATH``.  Only an
@@ -23,9 +25,12 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -38,10 +43,13 @@ from ._backends import Backend
 from ._serialize import canonical_json, decode_response, sha256_text
 from ._types import Completion, ModelSettings, Request
 
-__all__ = ["ATTEMPT_ROLE", "CACHE_ENV", "CACHE_NOTE", "CachedBackend", "RequestCache", "default_cache_path",
-           "deterministic", "embedding_cache_key", "entry_digest", "request_cache_key", "vector_digest", "with_cache"]
+__all__ = ["ATTEMPT_ROLE", "CACHE_ENV", "CACHE_KEY_ENV", "CACHE_NOTE", "CachedBackend", "RequestCache",
+           "cache_key_path", "cache_secret", "default_cache_path", "deterministic", "embedding_cache_key",
+           "entry_digest", "request_cache_key", "vector_digest", "with_cache"]
 
 CACHE_ENV = "REPLAYLENS_CACHE"
+CACHE_KEY_ENV = "REPLAYLENS_CACHE_KEY"
+_SECRET_BYTES = 32
 CACHE_NOTE = "request-cache hit"
 DISCARDED_NOTE = "cache entry discarded"
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -57,9 +65,64 @@ ATTEMPT_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("replaylens_a
 ``recovery`` attempts may be answered from the cache."""
 
 
-def entry_digest(key: str, completion: str) -> str:
-    """sha256 binding a stored completion to its request key (checked on every read)."""
-    return sha256_text(canonical_json([key, completion]))
+def cache_key_path() -> Path:
+    """``$REPLAYLENS_CACHE_KEY``, else ``platformdirs.user_data_dir("replaylens")/cache.key``: the file holding this
+    user's secret for the cache digests — in the data directory, not beside the cache, which CI caches restore
+    and users share."""
+    env = os.environ.get(CACHE_KEY_ENV)
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("replaylens")) / "cache.key"
+
+
+def _key_error(path: Path, what: str) -> ConfigError:
+    return ConfigError(f"request cache key {path}: {what} (use --no-cache, or set ${CACHE_KEY_ENV} to another file)")
+
+
+def _create_secret(path: Path) -> None:
+    """Write a fresh secret next to ``path`` (0600) and link it into place; a concurrent creator's file wins."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_bytes(_SECRET_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def cache_secret(path: Path | None = None) -> bytes:
+    """This user's cache secret (created on first use: 32 random bytes, mode 0600); one-line
+    :class:`~replaylens.errors.ConfigError` when it is unreadable, damaged, or open to other users."""
+    path = cache_key_path() if path is None else path
+    try:
+        if not path.exists():
+            _create_secret(path)
+        st = path.stat()
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _key_error(path, exc.strerror or str(exc)) from None
+    if os.name == "posix" and (st.st_mode & 0o077 or st.st_uid != os.getuid()):
+        raise _key_error(path, f"mode {stat.filemode(st.st_mode)}, owner uid {st.st_uid}: it must be this user's "
+                               "alone (chmod 600), or anyone who can write it can forge cache entries")
+    if len(data) != _SECRET_BYTES:
+        raise _key_error(path, f"{len(data)} bytes, not {_SECRET_BYTES}: damaged; delete it (every cached answer "
+                               "is then asked once more)")
+    return data
+
+
+def entry_digest(key: str, completion: str, secret: bytes | None = None) -> str:
+    """HMAC-SHA256 under ``secret`` (default :func:`cache_secret`) binding a stored completion to its request key."""
+    sec = cache_secret() if secret is None else secret
+    return hmac.new(sec, canonical_json([key, completion]).encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def embedding_cache_key(endpoint: str, model: str, text: str) -> str:
@@ -68,9 +131,10 @@ def embedding_cache_key(endpoint: str, model: str, text: str) -> str:
                                        "input_sha256": sha256_text(text)}))
 
 
-def vector_digest(key: str, blob: bytes) -> str:
-    """sha256 binding a stored vector (its bytes) to its key (checked on every read)."""
-    return hashlib.sha256(key.encode("utf-8") + b"\0" + blob).hexdigest()
+def vector_digest(key: str, blob: bytes, secret: bytes | None = None) -> str:
+    """HMAC-SHA256 under ``secret`` (default :func:`cache_secret`) binding a stored vector's bytes to its key."""
+    sec = cache_secret() if secret is None else secret
+    return hmac.new(sec, key.encode("utf-8") + b"\0" + blob, hashlib.sha256).hexdigest()
 
 
 def answer_digest(comp: Completion) -> str:
@@ -121,8 +185,9 @@ def _transient(exc: BaseException) -> bool:
 class RequestCache:
     """One SQLite file shared by runs, commands and processes (WAL: readers never block the writer)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, secret: bytes | None = None) -> None:
         self.path = Path(path)
+        self._secret = cache_secret() if secret is None else secret
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,8 +258,9 @@ class RequestCache:
             return None
         blob, digest = rows[0]
         try:
-            if not isinstance(blob, str) or digest != entry_digest(key, blob):
-                raise _Discarded("its digest does not match its request key and text")
+            if not isinstance(blob, str) or not hmac.compare_digest(str(digest),
+                                                                     entry_digest(key, blob, self._secret)):
+                raise _Discarded("its digest does not match its request key and text under this user's cache key")
             try:
                 comp = Completion(**_completion_fields(canonical_loads(blob)))
             except (ValueError, TypeError, ConfigError):
@@ -221,7 +287,7 @@ class RequestCache:
     def put(self, key: str, comp: Completion) -> None:
         blob = canonical_json(dataclasses.asdict(comp))
         self._sql("INSERT OR REPLACE INTO responses (key, model, completion, digest) VALUES (?, ?, ?, ?)",
-                  (key, comp.model or "", blob, entry_digest(key, blob)))
+                  (key, comp.model or "", blob, entry_digest(key, blob, self._secret)))
 
     def get_vector(self, key: str) -> bytes | None:
         """The stored vector bytes of ``key``; None on a miss, or when the entry's digest does not bind it to
@@ -230,7 +296,8 @@ class RequestCache:
         if not rows:
             return None
         blob, digest = rows[0]
-        if not isinstance(blob, bytes) or digest != vector_digest(key, blob):
+        if not isinstance(blob, bytes) or not hmac.compare_digest(str(digest),
+                                                                  vector_digest(key, blob, self._secret)):
             self._sql("DELETE FROM vectors WHERE key = ?", (key,))
             self.discarded.append(key)
             return None
@@ -238,7 +305,7 @@ class RequestCache:
 
     def put_vector(self, key: str, model: str, blob: bytes) -> None:
         self._sql("INSERT OR REPLACE INTO vectors (key, model, vector, digest) VALUES (?, ?, ?, ?)",
-                  (key, model, blob, vector_digest(key, blob)))
+                  (key, model, blob, vector_digest(key, blob, self._secret)))
 
     def __len__(self) -> int:
         return int(self._sql("SELECT count(*) FROM responses")[0][0])
