@@ -1,5 +1,6 @@
 """Bounded memories (FIFO, event time, reservoir, binned mean), migration checks (state- and decision-level),
-and policy calls over retrieved memory text through any model back-end."""
+and policy calls over retrieved memory text through any model back-end.  Operations that rewrite records
+(deduplication, consolidation, forgetting) are in :mod:`replaylens.memory.operations`."""
 
 from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
 from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
@@ -36,6 +37,7 @@ from ._prompt import (
     render_memory_item,
     render_memory_prompt,
 )
+from ._versions import STORE_PACKAGES, store_package_versions
 
 __all__ = [
     "ACTION_ORDER",
@@ -58,6 +60,7 @@ __all__ = [
     "NoMemory",
     "ReservoirMemory",
     "RetrievedMeanBackend",
+    "STORE_PACKAGES",
     "Slot",
     "acquire_decisions",
     "apply_migration",
@@ -77,5 +80,6 @@ __all__ = [
     "repeat_corrected",
     "retrieved_mean_policy",
     "snapshot",
+    "store_package_versions",
     "write_events",
 ]

@@ -1,0 +1,150 @@
+"""``replaylens check-operation``: memory operations that rewrite records (replaylens.memory.operations)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._app import cli, parse_params, traceback_option, user_errors
+
+_DEMO_OPS = "merge-text,keep-latest"
+_DEMO_AGENTS = ("mean", "latest")
+
+
+def _items(values: tuple[str, ...]) -> list[str]:
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
+
+
+@cli.command("check-operation")
+@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="History file (JSONL, CSV or Parquet) whose records the operation rewrites.")
+@click.option("--future", "future_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Future task file (with --agent).")
+@click.option("--utilities", "util_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Counterfactual utility table (with --agent).")
+@click.option("--op", "ops", multiple=True, metavar="OP[,OP]",
+              help="Operation(s): dedup, keep-latest, forget-age:AGE, forget-count:N, merge-text, or "
+                   "file.py:factory / module:factory returning records -> records (called once per stream).")
+@click.option("--agent", "agent_specs", multiple=True, metavar="AGENT",
+              help="Replay this agent on the history before and after (a built-in name like mean or latest, or "
+                   "module:factory); repeatable.")
+@click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
+@click.option("--canary", "canaries", multiple=True, metavar="ID[,ID]",
+              help="Records that must survive intact: event ids (or task ids of records without one).")
+@click.option("--canary-where", default=None, metavar="MODULE:FN",
+              help="Predicate record -> bool marking more canaries (file.py:fn or module:fn).")
+@click.option("--expect-property", "expect_props", default="", metavar="P[,P]",
+              help="Declared properties that gate the exit code: idempotent, order_independent, monotone.")
+@click.option("--expect-safe", default="", metavar="OP[,OP]",
+              help="Exit 1 when one of these operations (or 'all') is UNSAFE for an agent.")
+@click.option("--on-inconclusive", type=click.Choice(["pass", "fail"]), default="pass", show_default=True,
+              help="Whether an INCONCLUSIVE operation named in --expect-safe fails the run.")
+@click.option("--margin", default=None, type=click.FloatRange(0, 1),
+              help="Allowed share of changed decisions (census: compared as integers; default 0) or T_gr margin "
+                   "for a stochastic agent (default 0.05).")
+@click.option("--repeats", default=None, type=click.IntRange(min=1),
+              help="Repeats per decision (default 1, or 2 for an agent declared stochastic).")
+@click.option("--rng", default="independent", show_default=True, type=click.Choice(["independent", "common"]))
+@click.option("--level", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.999),
+              help="One-sided confidence level of a stochastic agent's T_gr bounds.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Seed of the replay and of the property checks' shuffles and subsets.")
+@click.option("--demo", is_flag=True,
+              help=f"Run on the shipped example (ops {_DEMO_OPS}; agents {', '.join(_DEMO_AGENTS)}) unless given.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Also write OUT/operations.json and OUT/manifest.json.")
+@traceback_option
+@user_errors
+def check_operation_cmd(history_path: Path | None, future_path: Path | None, util_path: Path | None,
+                        ops: tuple[str, ...], agent_specs: tuple[str, ...], agent_param: tuple[str, ...],
+                        canaries: tuple[str, ...], canary_where: str | None, expect_props: str, expect_safe: str,
+                        on_inconclusive: str, margin: float | None, repeats: int | None, rng: str, level: float,
+                        seed: int, demo: bool, as_json: bool, out_dir: Path | None) -> None:
+    """Which relations of the records does a memory operation (deduplication, consolidation, forgetting, merging)
+    preserve, do the canaries survive, is it idempotent and order-independent, and do the agent's decisions
+    change?  Exit 1 when a declared expectation fails (--expect-safe, --canary, --expect-property)."""
+    from .. import __version__
+    from .._imports import import_target
+    from ..agents import load_agent
+    from ..errors import ConfigError
+    from ..memory.operations import INCONCLUSIVE, UNSAFE, build_operation_example, check_operation, stream_records
+    from ..records import Evaluator, FutureTasks, check_inputs, read_evaluator, read_futures, read_history
+
+    futures: FutureTasks | None = None
+    evaluator: Evaluator | None = None
+    op_list = _items(ops) or (_DEMO_OPS.split(",") if demo else [])
+    if not op_list:
+        raise ConfigError("check-operation needs --op (a built-in operation or file.py:factory), or --demo")
+    specs = list(agent_specs) or (list(_DEMO_AGENTS) if demo else [])
+    if demo:
+        if history_path is not None:
+            raise ConfigError("--demo uses the shipped example: leave out --history, --future and --utilities")
+        ex = build_operation_example()
+        history, futures, evaluator = ex.history, ex.futures, ex.evaluator
+    else:
+        if history_path is None:
+            raise ConfigError("check-operation needs --history (or --demo)")
+        history = read_history(history_path)
+        if specs:
+            if future_path is None or util_path is None:
+                raise ConfigError("--agent needs --future and --utilities (the decisions are replayed and scored)")
+            futures, evaluator = read_futures(future_path), read_evaluator(util_path)
+            check_inputs(history, futures, evaluator, strict=True)
+    agents = [load_agent(s, parse_params(agent_param)) for s in specs]
+    predicate = None
+    if canary_where is not None:
+        predicate = import_target(canary_where, "canary predicate")
+        if not callable(predicate):
+            raise ConfigError(f"--canary-where {canary_where} is not callable")
+    declared = [p.strip().replace("-", "_") for p in expect_props.split(",") if p.strip()]
+    records = stream_records(history)
+    reports = [check_operation(history, op, futures=futures, evaluator=evaluator, agents=agents,
+                               canaries=_items(canaries), canary_where=predicate, expect_properties=declared,
+                               seed=seed, repeats=repeats, rng=rng, margin=margin, level=level, records=records)
+               for op in op_list]
+    want = {x.strip() for x in expect_safe.split(",") if x.strip()}
+    unknown = sorted(want - {"all", *op_list, *(r.op for r in reports)})
+    if unknown:
+        raise ConfigError(f"--expect-safe {unknown[0]} names no checked operation ({', '.join(op_list)})")
+    failures: list[str] = []
+    for spec, r in zip(op_list, reports, strict=True):
+        if want & {"all", spec, r.op}:
+            bad = [d for d in r.decisions if d.status == UNSAFE or (d.status == INCONCLUSIVE and
+                                                                     on_inconclusive == "fail")]
+            failures += [f"expectation failed: {r.op} declared safe, but {d.status} for agent {d.agent}"
+                         for d in bad]
+            if not agents:
+                raise ConfigError("--expect-safe needs --agent (the verdict is on the agent's decisions)")
+        failures += [f"expectation failed: {r.op}: {f.check}: {f.summary}" for f in r.failed_findings()]
+    rows = [r.to_dict() for r in reports]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        for r in reports:
+            for line in r.lines():
+                click.echo(line)
+    if out_dir is not None:
+        _write(out_dir, rows, {"history": str(history_path) if history_path else "<operation example>",
+                               "ops": op_list, "agents": specs, "seed": seed, "repeats": repeats, "rng": rng,
+                               "margin": margin, "level": level, "demo": demo}, __version__, history.fingerprint())
+        if not as_json:
+            click.echo(f"wrote {out_dir}/operations.json, manifest.json")
+    if failures:
+        for line in failures:
+            click.echo(line, err=True)
+        sys.exit(1)
+
+
+def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: str, fingerprint: str) -> None:
+    from ..memory import store_package_versions
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "operations.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    manifest = {"tool": "replaylens check-operation", "version": tool, "arguments": args,
+                "history_fingerprint": fingerprint, "packages": store_package_versions()}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

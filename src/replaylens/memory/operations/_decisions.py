@@ -1,0 +1,186 @@
+"""The decision-level response to an operation: the agent replayed on the original and on the operated history
+(same future tasks, menus, evaluator and per-decision generators), and a verdict.
+
+* A deterministic agent is a census: ``n_changed`` of ``N`` decisions compared with ``margin · N`` as integers
+  (exact rational arithmetic on the margin's decimal); 0 of N is SAFE, more than the margin UNSAFE.
+* A stochastic agent (``repeats`` >= 2) is read with the repeat-corrected disagreement T_gr per decision.  Both
+  replays give repeat ``r`` of a decision the same generator (the aligned cell's), so only cross pairs with
+  ``r != s`` enter (T_gr under common random numbers, docs/decisions.md).  Per-stream values (tasks → strata →
+  streams) are judged with the one-sided Student t bounds on ``S - 1`` degrees of freedom: SAFE when the upper
+  bound lies below the margin, UNSAFE when the lower bound lies above it, else INCONCLUSIVE.  With one repeat,
+  any changed decision is INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ...agents import Agent, as_agent
+from ...readouts import pool_tasks
+from ...records import Evaluator, FutureTasks, History
+from ...replay import Decisions, replay
+
+__all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response",
+           "t_quantile"]
+
+SAFE, UNSAFE, INCONCLUSIVE = "SAFE", "UNSAFE", "INCONCLUSIVE"
+DEFAULT_STOCHASTIC_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class DecisionResponse:
+    """The agent's decisions after the operation against before it."""
+
+    agent: str
+    stochastic: bool
+    repeats: int
+    n_decisions: int
+    n_changed: int
+    margin: float
+    status: str
+    measure: str
+    value: float
+    interval: tuple[float, float]
+    delta_utility: float
+    example: str = ""
+
+    def line(self) -> str:
+        if self.measure == "changed":
+            got = f"{self.n_changed} of {self.n_decisions} decisions changed"
+        else:
+            lo, hi = self.interval
+            got = (f"T_gr {self.value:.3f} (one-sided bounds [{lo:.3f}, {hi:.3f}], {self.repeats} repeats; "
+                   f"{self.n_changed} of {self.n_decisions} first-repeat decisions changed)")
+        ex = f"; e.g. {self.example}" if self.example else ""
+        return (f"{self.status}: {got}, margin {self.margin:g}; mean utility change {self.delta_utility:+.4f} "
+                f"(agent {self.agent}){ex}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "stochastic": self.stochastic, "repeats": self.repeats,
+                "n_decisions": self.n_decisions, "n_changed": self.n_changed, "margin": self.margin,
+                "status": self.status, "measure": self.measure, "value": self.value,
+                "interval": list(self.interval), "delta_utility": self.delta_utility, "example": self.example,
+                "line": self.line()}
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _ibeta(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def _t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _ibeta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF, |error| < 1e-12)."""
+    if not 0.0 < p < 1.0 or df < 1:
+        raise ValueError("t_quantile needs 0 < p < 1 and df >= 1")
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return 0.5 * (lo + hi)
+
+
+def _labels(dec: Decisions) -> np.ndarray:
+    """(P, N) chosen labels (identity map, first draw) as text."""
+    return np.asarray(dec.plan.labels, dtype=object)[dec.actions[0, 0, 0]]
+
+
+def _keys(dec: Decisions) -> list[tuple[str, str]]:
+    streams = dec.plan.streams
+    return list(zip([streams[int(i)] for i in dec.stream_idx], dec.task_ids.tolist(), strict=True))
+
+
+def _census(n_changed: int, n: int, margin: float) -> str:
+    m = Fraction(str(margin))
+    return SAFE if n_changed * m.denominator <= m.numerator * n else UNSAFE
+
+
+def decision_response(history: History, operated: History, futures: FutureTasks, evaluator: Evaluator,
+                      agent: Agent | Any, *, seed: int = 0, repeats: int | None = None, rng: str = "independent",
+                      margin: float | None = None, level: float = 0.95) -> DecisionResponse:
+    """Replay ``agent`` on ``history`` and on ``operated`` and judge the change of its decisions."""
+    ag = as_agent(agent)
+    p = repeats if repeats is not None else (2 if ag.stochastic else 1)
+    kw: dict[str, Any] = {"cells": "", "maps": "", "repeats": p, "seed": seed, "rng": rng}
+    d0 = replay(history, futures, evaluator, ag, **kw)
+    d1 = replay(operated, futures, evaluator, ag, **kw)
+    k0, k1 = _keys(d0), _keys(d1)
+    y0, y1 = _labels(d0), _labels(d1)
+    if k0 != k1:   # a stream the operation emptied is planned elsewhere: align by (stream, task)
+        pos = {k: i for i, k in enumerate(k1)}
+        y1 = y1[:, [pos[k] for k in k0]]
+    changed = y0[0] != y1[0]
+    n, n_changed = int(changed.size), int(changed.sum())
+    util = d0.utility
+    col = {lab: i for i, lab in enumerate(d0.plan.labels)}
+    rows = np.arange(n)
+    u0 = np.mean([util[rows, [col[x] for x in y0[r]]] for r in range(p)], axis=0)
+    u1 = np.mean([util[rows, [col[x] for x in y1[r]]] for r in range(p)], axis=0)
+    du = float(np.nanmean(u1 - u0)) if n else 0.0
+    example = ""
+    if n_changed:
+        i = int(np.flatnonzero(changed)[0])
+        example = f"stream {k0[i][0]}, task {k0[i][1]}: {y0[0, i]} -> {y1[0, i]}"
+    if not ag.stochastic:
+        mg = 0.0 if margin is None else margin
+        return DecisionResponse(ag.name, False, p, n, n_changed, mg, _census(n_changed, n, mg), "changed",
+                                n_changed / max(n, 1), (math.nan, math.nan), du, example)
+    mg = DEFAULT_STOCHASTIC_MARGIN if margin is None else margin
+    if p < 2:
+        status = SAFE if n_changed == 0 else INCONCLUSIVE
+        return DecisionResponse(ag.name, True, p, n, n_changed, mg, status, "changed", n_changed / max(n, 1),
+                                (math.nan, math.nan), du, example)
+    cross = np.mean([y0[r] != y1[s] for r in range(p) for s in range(p) if r != s], axis=0)
+    pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
+    within = 0.5 * (np.mean([y0[r] != y0[s] for r, s in pairs], axis=0) +
+                    np.mean([y1[r] != y1[s] for r, s in pairs], axis=0))
+    per_stream = pool_tasks(cross - within, d0)
+    s_n = per_stream.shape[0]
+    est = float(per_stream.mean())
+    if s_n < 2:
+        return DecisionResponse(ag.name, True, p, n, n_changed, mg, INCONCLUSIVE, "T_gr", est,
+                                (math.nan, math.nan), du, example)
+    se = float(per_stream.std(ddof=1)) / math.sqrt(s_n)
+    q = t_quantile(level, s_n - 1)
+    lo, hi = round(est - q * se, 12), round(est + q * se, 12)
+    status = SAFE if hi < mg else UNSAFE if lo > mg else INCONCLUSIVE
+    return DecisionResponse(ag.name, True, p, n, n_changed, mg, status, "T_gr", est, (lo, hi), du, example)
