@@ -3,6 +3,10 @@
 Everything the page shows comes from ``summary.json``, ``manifest.json`` and the explanations of
 :mod:`._explain`; the page has no script, no external stylesheet, font or image.  Colours are the
 Okabe–Ito palette (colour-blind safe); the heatmap uses the perceptually uniform ``cividis`` map.
+
+Labels (actions, keys, task, stream and block ids, agent names) are shortened to :data:`LABEL_CHARS` characters
+and any other text from the data to :data:`TEXT_CHARS`, with the full length said (``abc… (1,000,000
+characters)``); decisions.parquet and summary.json keep the full values.
 """
 
 from __future__ import annotations
@@ -17,7 +21,26 @@ from typing import Any
 import jinja2
 import markupsafe
 
-__all__ = ["OKABE_ITO", "ReportParts", "forest_svg", "heatmap_svg", "render_report", "render_template"]
+__all__ = ["LABEL_CHARS", "OKABE_ITO", "TEXT_CHARS", "ReportParts", "clip", "forest_svg", "heatmap_svg",
+           "render_report", "render_template"]
+
+#: longest label (action, key, task / stream / block id, agent name) shown in report.html and report.md
+LABEL_CHARS = 80
+#: longest other text from the data (a sentence, a warning, a list joined) shown there
+TEXT_CHARS = 2000
+
+
+def clip(value: Any, limit: int = LABEL_CHARS) -> str:
+    """``value`` as text, cut to ``limit`` characters plus ``… (N characters)`` when longer."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ … }}`` of the templates: data text over :data:`TEXT_CHARS` is cut (our own markup is not)."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup) and len(value) > TEXT_CHARS:
+        return clip(value, TEXT_CHARS)
+    return value
 
 #: Okabe–Ito colour-blind-safe palette
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
@@ -148,9 +171,9 @@ def _p(p: Any) -> str:
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("replaylens.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
-                          trim_blocks=True, lstrip_blocks=True)
+                          trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
 _CSS = Path(__file__).with_name("templates") / "style.css"
-_ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p, pp=_pp, pp_ci=_pp_ci)
+_ENV.filters.update(pct=_pct, num=_num, ci=_fmt_ci, p=_p, pp=_pp, pp_ci=_pp_ci, label=clip)
 
 
 def render_template(name: str, **context: Any) -> str:

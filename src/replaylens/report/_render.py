@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..records import FutureTasks, History
 from ._ahead import ReportAhead
 from ._audit import AuditResult
-from ._html import render_report
+from ._html import TEXT_CHARS, clip, render_report
 from ._json import dumps_indented
 from ._manifest import RunManifest
 from ._staged import StagedDecisions
@@ -70,7 +70,8 @@ def forest_plot(summary: dict[str, Any], path: Path) -> None:
         ax.set_yticks(ys)
         ax.set_yticklabels(names)
     level = summary.get("level", 0.95)
-    fig.suptitle(f"{summary['agent']}: {summary['n_streams']} streams, {100 * level:.0f}% stream-cluster intervals")
+    fig.suptitle(f"{clip(summary['agent'])}: {summary['n_streams']} streams, "
+                 f"{100 * level:.0f}% stream-cluster intervals")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -80,7 +81,7 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
     """The report.md text (a table per cell, the verdicts, and provenance)."""
     lv = f"{100 * summary['level']:.1f}".rstrip("0").rstrip(".")
     lines = [
-        f"# ReplayLens audit: {summary['agent']}",
+        f"# ReplayLens audit: {clip(summary['agent'])}",
         "",
         f"{summary['n_streams']} streams, {summary['n_strata']} strata, {summary['n_future_tasks']} future tasks; "
         f"cells {', '.join(summary['cells'])}; {len(summary['maps'])} label maps; {summary['draws']} slot draw(s); "
@@ -89,11 +90,11 @@ def render_markdown(summary: dict[str, Any], manifest: dict[str, Any] | None = N
         f"Aligned replay: mean utility {summary['aligned']['mean_utility']:.4f}, oracle agreement "
         f"{100 * summary['aligned']['oracle_agreement']:.1f}%.",
         "",
-        *[f"> **Warning:** {w}\n" for w in summary.get("warnings", [])],
-        *verdict_markdown(summary),
+        *[f"> **Warning:** {clip(w, TEXT_CHARS)}\n" for w in summary.get("warnings", [])],
+        *[clip(line, TEXT_CHARS) for line in verdict_markdown(summary)],
         "## What the replay shows",
         "",
-        *[f"- {v}" for v in summary["verdicts"]],
+        *[f"- {clip(v, TEXT_CHARS)}" for v in summary["verdicts"]],
         "",
         f"## Evidence ({lv}% stream-cluster bootstrap intervals, {summary['n_resamples']} draws; "
         "two-sided cluster sign-flip p)",
