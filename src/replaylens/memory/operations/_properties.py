@@ -33,7 +33,7 @@ class Finding:
     def line(self) -> str:
         word = "ok" if self.held else "FAILED"
         gate = " (declared)" if self.declared else ""
-        ex = f"; e.g. {self.example}" if self.example and not self.held else ""
+        ex = f"; e.g. {self.example}" if self.example and not self.held and self.example not in self.summary else ""
         return f"{self.check}{gate}: {word} — {self.summary}{ex}"
 
     def to_dict(self) -> dict[str, object]:
