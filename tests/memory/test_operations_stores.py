@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from replaylens.memory.operations import build_operation_example, check_operation
@@ -15,7 +17,7 @@ def test_operations_through_a_retrieval_agent_on_a_real_store(backend: str) -> N
 
     ex = build_operation_example(n_streams=2, records_per_block=20, n_future=4)
     agent = make_agent(backend, "hashing:64", k=5)
-    kw = {"futures": ex.futures, "evaluator": ex.evaluator, "agents": [agent]}
+    kw: dict[str, Any] = {"futures": ex.futures, "evaluator": ex.evaluator, "agents": [agent]}
     same = check_operation(ex.history, "dedup", **kw)   # no exact duplicate in the example: nothing changes
     assert same.records_after == same.records_before and same.decisions[0].status == "SAFE"
     assert same.decisions[0].n_changed == 0
