@@ -33,6 +33,7 @@ from ._app import (
 )
 from ._config import ConfigCommand
 from ._gate import GateOptions, gate_options
+from ._help import short_help
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
 
 # ------------------------------------------------------------------ shared audit runner
@@ -273,7 +274,13 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-@cli.command(cls=ConfigCommand.over(sectioned(AUDIT_SECTIONS)))  # issue 24: option defaults from the config
+#: the options ``audit --help`` lists (issue 48); ``--help-all`` lists every one, in AUDIT_SECTIONS' sections
+AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--cells", "--seed", "--repeats",
+                "--expect-invariant", "--expect", "--config", "--junit-xml", "--baseline", "--fail-on", "--quiet")
+
+
+@cli.command(cls=ConfigCommand.over(short_help(sectioned(AUDIT_SECTIONS), AUDIT_COMMON,  # issue 24: config defaults
+                                               "execution, LLM agents, cost, adaptive audits, inference")))
 @click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="History file (JSONL, CSV or Parquet).")
 @click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
