@@ -11,8 +11,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["LockedError", "atomic_write", "clean_stale", "fsync_dir", "holds_lock", "locked_dir",
-           "umask_mode"]
+from .errors import ConfigError
+
+__all__ = ["MARKER", "LockedError", "atomic_write", "clean_stale", "fsync_dir", "holds_lock", "is_ours",
+           "locked_dir", "make_dir", "mark", "remove_ours", "umask_mode"]
+
+MARKER = ".replaylens"
+"""The file ReplayLens writes into every directory it makes and may later remove (a result set, a run, a
+staging directory): a directory without it is the user's and is never removed."""
 
 _HELD: dict[tuple[int, int], int] = {}      # (st_dev, st_ino) of directories this process holds -> owner thread
 _HELD_GUARD = threading.Lock()
@@ -91,8 +97,7 @@ def locked_dir(root: Path) -> Iterator[Path]:
     :class:`LockedError` at once when another holder (another process, or another ``locked_dir`` in this
     one) has it. The lock lives on the directory's inode, so it leaves no file behind and dies with its
     process (a killed run never blocks the next)."""
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(make_dir(root), os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -111,13 +116,58 @@ def locked_dir(root: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+def make_dir(root: Path) -> Path:
+    """``root`` as a directory (made with its parents when missing); a :class:`ConfigError` of one line naming
+    what is in the way (a file, a broken symbolic link) otherwise."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if root.is_dir():
+            return root
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    else:
+        reason = "not a directory"
+    for p in (root, *root.parents):
+        if p.is_symlink() and not p.exists():
+            raise ConfigError(f"{p} is a symbolic link to {os.readlink(p)}, which does not exist; remove the link "
+                              "or create its target")
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"{p} is a file, not a directory; move it away or choose another output directory")
+    raise ConfigError(f"{root}: cannot make this directory ({reason})")
+
+
+def mark(root: Path, kind: str) -> None:
+    """Write :data:`MARKER` into ``root``, a directory ReplayLens made (``kind``: what it holds)."""
+    (root / MARKER).write_text(kind + "\n", encoding="utf-8")
+
+
+def is_ours(root: Path, kind: str | None = None) -> bool:
+    """``root`` is a real directory ReplayLens made (it holds :data:`MARKER`, of ``kind`` when given)."""
+    if root.is_symlink() or not root.is_dir():
+        return False
+    try:
+        text = (root / MARKER).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return kind is None or text.split("\n", 1)[0] == kind
+
+
+def remove_ours(root: Path, kind: str | None = None) -> bool:
+    """Remove ``root`` when ReplayLens made it (:func:`is_ours`); a directory of the user's stays.  Whether removed."""
+    if not is_ours(root, kind):
+        return False
+    shutil.rmtree(root, ignore_errors=True)
+    return True
+
+
 def clean_stale(root: Path, pattern: str = ".writing-*") -> int:
-    """Remove leftovers of a killed run (call it while holding :func:`locked_dir`); returns how many."""
+    """Remove leftovers of a killed run (call it while holding :func:`locked_dir`): the files matching ``pattern``
+    and the directories among them that ReplayLens made (:func:`is_ours`); returns how many."""
     n = 0
     for p in root.glob(pattern):
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
+        if p.is_dir() and not p.is_symlink():
+            n += remove_ours(p)
         else:
             p.unlink(missing_ok=True)
-        n += 1
+            n += 1
     return n

@@ -84,7 +84,7 @@ def test_junit_xml_has_pytests_shape_and_names_the_failure(project: Path) -> Non
         assert c == "skipped" or int(root.attrib[c]) == n[c], c
     # one testcase per expectation: the declared two and the defaults of the other rows (value, rekey)
     names = [tc.attrib["name"] for tc in cases]
-    assert names == ["value: responds", "pair: invariant", "reorder: invariant (tolerance 0.5)", "rekey: responds"]
+    assert names == ["value: responds", "pair: invariant", "reorder: invariant (margin 0.5)", "rekey: responds"]
     failures = root.findall(".//failure")
     assert len(failures) == 1  # pair; value's default "responds" is not gated: a skipped case if it fails
     msg = failures[0].attrib["message"]

@@ -143,13 +143,13 @@ def test_audit_with_user_factory_and_resume(tmp_path: Path, demo_dir: Path, monk
     assert (out / "summary.json").read_bytes() == first
 
 
-def test_journal_of_another_run_is_refused(tmp_path: Path, demo_dir: Path) -> None:
+def test_another_run_is_kept_beside_the_first(tmp_path: Path, demo_dir: Path) -> None:
     out = tmp_path / "run"
     base = ["audit", *_inputs(demo_dir), "--agent", "mean", "--resamples", "200", "--out", str(out)]
     assert CliRunner().invoke(cli, base).exit_code == 0
     res = CliRunner().invoke(cli, [*base, "--seed", "7"])
-    assert res.exit_code == 2
-    assert "of a different run" in res.stderr  # the report (or its journal) of another run
+    assert res.exit_code == 0, res.output   # issue 48: a new run, the first one kept
+    assert "replaylens: new run" in res.stderr and len(list((out / "runs").iterdir())) == 2
 
 
 def test_validate(tmp_path: Path, demo_dir: Path) -> None:

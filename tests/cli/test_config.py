@@ -71,7 +71,7 @@ def test_config_audit_equals_the_command_line_audit_byte_for_byte(project: Path)
     failures = [ln for ln in by_config.stderr.splitlines() if ln.startswith("expectation failed")]
     assert failures == [judged["value"]["failure"], judged["pair"]["failure"]]
     assert failures[0] == ("expectation failed: value declared responsive, but 0 of 48 decisions changed "
-                           "(0.0% <= tolerance 0%)")
+                           "(0.0% <= margin 0%)")
     # every expectation with its measured value and interval, in summary.json and first in report.md
     for e in v["expectations"]:
         assert e["value"] is not None and len(e["interval"]) == 2 and isinstance(e["passed"], bool)
@@ -101,7 +101,7 @@ def test_a_bad_config_is_one_line_naming_file_and_key(project: Path) -> None:
     assert res.stderr.strip().splitlines() == [
         f"replaylens: error: {project / 'replaylens.toml'}: unknown key 'repeat' (known: agent, agent_params, "
         "backend, base_url, baseline, cache, cells, concurrency, draws, expect, expect_invariant, fail_on, future, "
-        "history, junit_xml, level, maps, model, namespace, out, overwrite, path, quiet, repeats, resamples, seed, "
+        "history, junit_xml, level, maps, model, namespace, on_inconclusive, out, overwrite, path, quiet, repeats, resamples, seed, "
         "tolerance, utilities, workers)"]
     (project / "replaylens.toml").write_text(CONFIG.format(out="o").replace('"invariant", tol', '"always", tol'),
                                              encoding="utf-8")
@@ -114,5 +114,6 @@ def test_a_bad_config_is_one_line_naming_file_and_key(project: Path) -> None:
 
 
 def test_no_config_and_no_arguments_names_the_missing_option(project: Path) -> None:
-    res = CliRunner().invoke(cli, ["audit"])
-    assert res.exit_code == 2 and "Missing option '--history'" in res.output
+    res = CliRunner().invoke(cli, ["audit"])   # issue 48: one line naming what is missing and the config looked for
+    assert res.exit_code == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1, res.output
+    assert "--history" in res.stderr and "replaylens.toml" in res.stderr

@@ -66,7 +66,7 @@ def _run(args: list[str]):
 # ---------------------------------------------------------------- 1. resume never mixes code versions
 
 
-def test_changed_agent_code_refuses_resume_with_one_line(inputs, tmp_path: Path) -> None:
+def test_changed_agent_code_becomes_a_new_run_with_one_line(inputs, tmp_path: Path) -> None:
     agent = _agent_file(tmp_path)
     out = tmp_path / "out"
     base = ["audit", *inputs, "--agent", f"{agent}:make", "--out", str(out), *FAST]
@@ -76,12 +76,11 @@ def test_changed_agent_code_refuses_resume_with_one_line(inputs, tmp_path: Path)
     assert again.exit_code == 0 and "replay already complete: all 4 shards read from the journal" in again.stderr
     assert "resuming" not in again.stderr
     _agent_file(tmp_path, crash="s = dict(s)")  # the user edits the agent between two runs
-    edited = _run(base)
-    assert edited.exit_code == 2, edited.output
-    errors = [ln for ln in edited.stderr.splitlines() if ln.startswith("replaylens: error")]
-    assert len(errors) == 1 and "Traceback" not in edited.stderr
-    line = errors[0]
-    assert "agent code changed (myagent.py)" in line and "--restart" in line and "--out" in line
+    edited = _run(base)   # issue 48: a new run beside the first, one line saying why (never a refused resume)
+    assert edited.exit_code == 0, edited.output
+    notes = [ln for ln in edited.stderr.splitlines() if ln.startswith("replaylens: new run")]
+    assert len(notes) == 1 and "agent code changed (myagent.py)" in notes[0] and "kept" in notes[0]
+    assert "resuming" not in edited.stderr and len(list((out / "runs").iterdir())) == 2
     restarted = _run([*base, "--restart"])
     assert restarted.exit_code == 0, restarted.output
     assert "resuming" not in restarted.stderr and "already complete" not in restarted.stderr
@@ -125,12 +124,17 @@ def test_stale_writing_dirs_cleaned_and_overwrite_needed(inputs, tmp_path: Path)
     stale = out / ".writing-killed"
     stale.mkdir()
     (stale / "summary.json").write_text("{")
+    (stale / ".replaylens").write_text("staging\n")   # a directory ReplayLens made (issue 48: its marker)
+    users = out / ".writing-mine"
+    users.mkdir()   # one of the user's own: never removed
     assert _run(base).exit_code == 0
-    assert not stale.exists()
-    other = _run([*base, "--seed", "1"])
-    assert other.exit_code == 2 and "results of a different run" in other.stderr and "--overwrite" in other.stderr
-    assert _run([*base, "--seed", "1", "--overwrite"]).exit_code == 0
-    assert json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert not stale.exists() and users.is_dir()
+    other = _run([*base, "--seed", "1"])   # issue 48: a different run is a new run beside the first
+    assert other.exit_code == 0 and json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert len(list((out / "runs").iterdir())) == 2
+    assert _run([*base, "--seed", "2", "--overwrite"]).exit_code == 0   # replaces the latest run
+    assert json.loads((out / "summary.json").read_text())["seed"] == 2
+    assert len(list((out / "runs").iterdir())) == 2
 
 
 # ---------------------------------------------------------------- 3. an agent that raises
@@ -146,7 +150,8 @@ def test_agent_error_is_one_line_exit_3_and_finished_shards_stay(inputs, tmp_pat
     msg = errors[0]
     assert "ZeroDivisionError" in msg and "stream s03" in msg and "future task" in msg and "cell" in msg
     assert f"{agent}:7" in msg  # the user's own frame
-    done = (out / "journal" / "done.jsonl").read_text().splitlines()
+    (run,) = (out / "runs").iterdir()   # issue 48: the run's own directory
+    done = (run / "journal" / "done.jsonl").read_text().splitlines()
     assert len(done) == 3  # s00..s02 stay journaled; a rerun resumes them
     full = _run(["audit", *inputs, "--agent", f"{agent}:make", "--out", str(out), *FAST, "--traceback"])
     assert full.exit_code == 3 and "Traceback" in full.stderr

@@ -46,7 +46,7 @@ def test_compare_fail_on_exits_1_on_a_regression_and_0_otherwise(runs: dict[str,
     assert bad.exit_code == 1, bad.output
     lines = [ln for ln in bad.stderr.splitlines() if ln.startswith("regression:")]
     assert len(lines) == 1 and lines[0].startswith("regression: pair: action +")
-    assert lines[0].endswith("against the baseline (pair.action rose by > 5pp)")
+    assert lines[0].endswith("against the baseline (pair.action rose by > 5pp; exact: a deterministic agent's census)")
     same = CliRunner().invoke(cli, ["compare", str(runs["mean"]), str(runs["mean2"]), "--fail-on",
                                     "action:0,utility:0,oracle:0"])
     assert same.exit_code == 0, same.output

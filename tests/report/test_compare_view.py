@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from test_report_html import offline_problems
 
 from replaylens.cli._main import cli
+from replaylens.inference import mean_inference
 from replaylens.report import compare_audits, load_results
 
 FAST = ["--resamples", "300", "--streams", "4"]
@@ -51,7 +52,10 @@ def test_compare_two_demo_runs_with_different_agents(runs: tuple[Path, Path], tm
             assert r[k] == pytest.approx(d.mean(), abs=1e-12)
             lo, hi = r[f"{k}_ci"]
             assert lo <= r[k] + 1e-12 and r[k] <= hi + 1e-12
-            assert lo >= d.min() - 1e-12 and hi <= d.max() + 1e-12  # a bootstrap mean lies within the data
+            # issue 47: the shown interval is Student t on the paired per-stream differences (S - 1 df) ...
+            assert (lo, hi) == pytest.approx(mean_inference(d).interval(c["level"]), abs=1e-12)
+            blo, bhi = r["bootstrap_ci"][k]   # ... the percentile bootstrap kept beside: within the data
+            assert blo >= d.min() - 1e-12 and bhi <= d.max() + 1e-12
         cell = "aligned" if r["cell"] == "rekey" else r["cell"]
         sel = (fa["cell"] == cell) & (fa["map"].isin(list(ra["by_map"]["action"])))
         assert r["n_differ"] == int((fa.loc[sel, "action"] != fb.loc[sel, "action"]).sum())

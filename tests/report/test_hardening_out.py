@@ -68,17 +68,17 @@ def test_two_processes_auditing_into_one_out(tmp_path: Path) -> None:
         gate.touch()
         so, se = first.communicate(timeout=120)
     assert first.returncode == 0 and "done" in so, se
-    # the first run's results are whole; a different run is refused unless it overwrites
+    # the first run's results are whole; a different run is a new run beside it (issue 48), or replaces it
     man = json.loads((out / "manifest.json").read_text())
     assert man["agent"] == {"name": "waiting"}
     other = _child(out, 1)
-    so, _ = other.communicate(timeout=120)
-    assert other.returncode == 2 and "holds the results of a different run" in so
-    assert json.loads((out / "manifest.json").read_text()) == man
-    again = _child(out, 1, "-", "--overwrite")
+    so, se = other.communicate(timeout=120)
+    assert other.returncode == 0 and "new run" in se, (so, se)
+    assert json.loads((out / "summary.json").read_text())["seed"] == 1 and len(list((out / "runs").iterdir())) == 2
+    again = _child(out, 2, "-", "--overwrite")
     so, se = again.communicate(timeout=120)
     assert again.returncode == 0, (so, se)
-    assert json.loads((out / "summary.json").read_text())["seed"] == 1
+    assert json.loads((out / "summary.json").read_text())["seed"] == 2 and len(list((out / "runs").iterdir())) == 2
 
 
 def test_a_journal_alone_is_locked(tmp_path: Path) -> None:
@@ -229,5 +229,7 @@ def test_outputs_get_the_users_umask(tmp_path: Path) -> None:
     for name in ("summary.json", "manifest.json", "report.html", "decisions.parquet", "forest.png", "report.md"):
         assert stat.S_IMODE((tmp_path / "out" / name).stat().st_mode) == 0o644, name
     assert stat.S_IMODE((tmp_path / "out" / ".results").stat().st_mode) == 0o755
-    for p in (tmp_path / "out" / "journal").iterdir():
+    (run,) = (tmp_path / "out" / "runs").iterdir()
+    assert stat.S_IMODE(run.stat().st_mode) == 0o755
+    for p in (run / "journal").iterdir():
         assert stat.S_IMODE(p.stat().st_mode) == 0o644, p

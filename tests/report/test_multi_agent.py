@@ -16,7 +16,7 @@ from replaylens.cli._main import cli
 
 pytestmark = pytest.mark.slow  # end-to-end runs: left out of the fast subset (README)
 
-ARTIFACTS = {"decisions.parquet", "summary.json", "manifest.json", "report.md", "report.html", "forest.png", "journal"}
+ARTIFACTS = {"decisions.parquet", "summary.json", "manifest.json", "report.md", "report.html", "forest.png", "runs"}
 
 
 @pytest.fixture(scope="module")

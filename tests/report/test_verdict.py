@@ -16,6 +16,7 @@ from replaylens.cli._expect import state_lines
 from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
 from replaylens.report import Expectation, audit, default_expectation, judge, parse_expectations
+from replaylens.report._verdict import JudgeContext
 
 FAST = ["--resamples", "300", "--streams", "4", "--scripted"]
 
@@ -81,7 +82,7 @@ def test_an_order_sensitive_agent_is_flagged_unsafe_by_default() -> None:
     assert not dv["passed"] and dv["failed"] == ["pair"]
     pair = next(e for e in dv["expectations"] if e["cell"] == "pair")
     assert pair["failure"].startswith("expectation failed: pair declared invariant, but ")
-    assert "tolerance 1%" in pair["failure"]
+    assert "margin 1%" in pair["failure"] and pair["margin"] == 0.01 and pair["margin_source"] == "declared"
 
 
 def test_judge_kinds_and_tolerance() -> None:
@@ -92,9 +93,16 @@ def test_judge_kinds_and_tolerance() -> None:
     assert judge(row, Expectation("value", "responds")).status == "EXPECTED RESPONSE"
     assert judge(row, Expectation("value", "responds", 0.3)).status == "UNSAFE"
     assert judge(row, Expectation("value", "free")).status == "NOT JUDGED"
-    noisy = row | {"action_readout": "T_gr (repeat-corrected)", "action": 0.02, "action_ci": [-0.01, 0.05]}
-    assert judge(noisy, Expectation("value", "invariant")).status == "SAFE"  # the interval reaches 0
-    assert judge(noisy, Expectation("value", "responds")).status == "UNSAFE"
+    per = [0.0, 0.04, 0.01, 0.03, 0.02, 0.02, 0.01, 0.03]   # mean 0.02, 8 streams
+    noisy = row | {"action_readout": "T_gr (repeat-corrected)", "action": 0.02, "action_ci": [-0.01, 0.05],
+                   "per_stream": {"action": per}, "n_streams": 8}
+    assert judge(noisy, Expectation("value", "invariant")).status == "SAFE"  # upper bound < the 5% default margin
+    assert judge(noisy, Expectation("value", "invariant", 0.0)).status == "UNSAFE"  # lower bound > 0
+    inc = judge(noisy, Expectation("value", "invariant", 0.02))  # the estimate sits on the margin: undecidable
+    assert inc.status == "INCONCLUSIVE" and inc.passed and inc.streams_needed is None
+    assert "detects a response above" in inc.line()
+    assert not judge(noisy, Expectation("value", "invariant", 0.02), JudgeContext(on_inconclusive="fail")).passed
+    assert judge(noisy, Expectation("value", "responds")).status == "UNSAFE"  # shown below the margin
     assert default_expectation("value").kind == "responds"
     assert default_expectation("pair").kind == "invariant"
     assert default_expectation("value", ["value"]).kind == "invariant"

@@ -44,6 +44,10 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except AgentRaised as exc:
+            extra = missing_extra(exc.exc)   # an optional package the agent imports is missing: configuration
+            if extra is not None:
+                click.echo(f"replaylens: error: {extra}", err=True)
+                sys.exit(2)
             if _SHOW_TRACEBACK["on"]:
                 import traceback
 
@@ -66,6 +70,14 @@ def user_errors(fn: F) -> F:
             if extra is None:
                 raise
             click.echo(f"replaylens: error: {extra}", err=True)
+            sys.exit(2)
+        except OSError as exc:   # a file system refusal (permissions, a full disk, a path in the way): one line
+            if _SHOW_TRACEBACK["on"]:
+                import traceback
+
+                traceback.print_exception(exc, file=sys.stderr)
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"replaylens: error: {where}{exc.strerror or exc} (--traceback shows where)", err=True)
             sys.exit(2)
         finally:
             _SHOW_TRACEBACK["on"] = False  # one invocation's flag (tests run many in one process)

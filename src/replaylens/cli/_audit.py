@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .._imports import require
 from ..settings import (
     DEFAULT_CELLS,
     DEFAULT_LEVEL,
@@ -31,7 +32,7 @@ from ._app import (
     traceback_option,
     user_errors,
 )
-from ._config import ConfigCommand
+from ._config import ConfigCommand, missing_inputs
 from ._gate import GateOptions, gate_options
 from ._help import short_help
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
@@ -281,18 +282,21 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
 
 @cli.command(cls=ConfigCommand.over(short_help(sectioned(AUDIT_SECTIONS), AUDIT_COMMON,  # issue 24: config defaults
                                                "execution, LLM agents, cost, adaptive audits, inference")))
-@click.option("--history", "history_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="History file (JSONL, CSV or Parquet).")
-@click.option("--future", "future_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="History file (JSONL, CSV or Parquet). Needed, here or in the project config (as are --future, "
+                   "--utilities, --agent and --out).")
+@click.option("--future", "future_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Future task file.")
-@click.option("--utilities", "util_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--utilities", "util_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Counterfactual utility table (the evaluator).")
-@click.option("--agent", "agent_specs", required=True, multiple=True,
+@click.option("--agent", "agent_specs", multiple=True,
               help="Built-in agent name (mean, sum, count, latest, best, commutative, ...), module:factory, or "
                    "path/to/file.py:factory (modules beside the file can be imported). Repeat it to audit several "
                    "agents on one prepared plan (OUT/<agent>/ each, one OUT/report.html comparing them).")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Output directory: each audit that is not a resume is a run of its own in OUT/runs/, the latest "
+                   "linked as OUT/report.html, OUT/summary.json, ...")
 @click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "
               "scripted/RULE, local/PATH.gguf or local/embedded (the bundled SmolLM2-135M).")
 @click.option("--base-url", default=None, help="With --agent llm: the endpoint's base URL (required for openai/...).")
@@ -312,9 +316,10 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
               help="With --agent llm: reasoning effort passed to the endpoint (e.g. low, medium, high).")
 @click.option("--service-tier", default=None, help="With --agent llm: service tier passed to the endpoint.")
 @click.option("--offline", is_flag=True, help="With --agent llm: analyse recorded decisions only (no model calls).")
-@click.option("--restart", is_flag=True, help="Discard the replay journal in OUT and start over (needed after the "
-              "agent's code, parameters or ReplayLens changed).")
-@click.option("--overwrite", is_flag=True, help="Write over an existing report of a different run in OUT.")
+@click.option("--restart", is_flag=True, help="Discard the journal of this run (the kept run with the same inputs, "
+              "agent, code and plan) and replay it again.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT's latest run with this one instead of keeping it beside "
+              "(and replace files of an earlier layout at OUT's result names).")
 @click.option("--expect-invariant", default="", metavar="CELLS", help="CI gate: comma list of cells (and rekey) "
               "the agent must be invariant to; exit 1 with one line per violated expectation.")
 @click.option("--tolerance", default=None, type=click.FloatRange(0, 1),
@@ -352,9 +357,9 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
 @_with_audit_options
 @gate_options
 @user_errors
-def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: tuple[str, ...],
-          agent_param: tuple[str, ...],
-          out: Path, model: str | None, base_url: str | None, api_key_env: str, env_file: str, llm_namespace: str,
+def audit(history_path: Path | None, future_path: Path | None, util_path: Path | None, agent_specs: tuple[str, ...],
+          agent_param: tuple[str, ...], out: Path | None, model: str | None, base_url: str | None, api_key_env: str,
+          env_file: str, llm_namespace: str,
           concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
@@ -373,6 +378,11 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
     from ..records import check_inputs, read_inputs
 
     gate.check()   # options that would otherwise be ignored (--fail-on without --baseline): one line, exit 2
+    if history_path is None or future_path is None or util_path is None or not agent_specs or out is None:
+        raise ConfigError(missing_inputs({"--history": history_path, "--future": future_path,
+                                          "--utilities": util_path, "--agent": agent_specs, "--out": out}))
+    if backend == "ray" or (ray_address is not None and backend == "auto"):
+        require("ray", "--backend ray")   # a missing extra: one line before anything is read or made
     params = parse_params(agent_param)
     agent_spec = agent_specs[0]
     if len(agent_specs) > 1 and "llm" in agent_specs:
@@ -390,6 +400,7 @@ def audit(history_path: Path, future_path: Path, util_path: Path, agent_specs: t
                   "seed": seed, "cache": False if no_cache else (str(cache_path) if cache_path else True),
                   "cache_sampled": cache_sampled, **params}
         if ModelSpec.parse(params["model"]).is_remote:
+            require("openai", "--agent llm with an openai/ model")   # one line naming the extra, before OUT
             params.setdefault("response_format", response_format)
         if cost.estimate:  # an estimate sends nothing: no API key needed
             params["api_key_env"] = None
@@ -451,6 +462,9 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
     if stores:  # replaylens.retrieval's demo: cli/_stores.py
         from ._stores import run_stores_demo
+
+        for module in ("chromadb", "qdrant_client", "hnswlib"):   # its store checks: one line before anything runs
+            require(module, "demo --stores")
 
         run_stores_demo(_run_audit, out=out, seed=seed, resamples=resamples, level=level, quiet=quiet)
         return

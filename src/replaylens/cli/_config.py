@@ -38,9 +38,11 @@ import click
 
 from ..errors import ConfigError
 
-__all__ = ["ConfigCommand", "config_option", "find_config", "load_config", "to_default_map"]
+__all__ = ["ConfigCommand", "config_option", "find_config", "load_config", "missing_inputs", "to_default_map"]
 
 CONFIG_ENV = "REPLAYLENS_CONFIG"
+CONFIG_META = "replaylens.config"
+"""``click.Context.meta`` key of the config file a command's defaults came from (None when none was found)."""
 PATH_KEYS = {"history": "history_path", "future": "future_path", "utilities": "util_path", "out": "out",
              "junit_xml": "junit_xml", "baseline": "baseline", "cache": "cache_path"}
 #: config key -> audit parameter name (values checked and converted by the option's click type)
@@ -151,6 +153,7 @@ class ConfigCommand(click.Command):
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
+        path = None
         if "default_map" not in extra and not any(a in ("-h", "--help") for a in args):
             explicit = _config_arg(args)
             path = Path(explicit) if explicit else find_config()
@@ -160,13 +163,30 @@ class ConfigCommand(click.Command):
                 except ConfigError as exc:
                     click.echo(f"replaylens: error: {exc}", err=True)
                     sys.exit(2)
-        return super().make_context(info_name, args, parent=parent, **extra)
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        ctx.meta[CONFIG_META] = path
+        return ctx
 
 
     @classmethod
     def over(cls, base: type[click.Command]) -> type[click.Command]:
         """This behaviour on top of another command class (e.g. one with sectioned help)."""
         return type(f"Config{base.__name__}", (cls, base), {})
+
+
+def missing_inputs(given: Mapping[str, Any]) -> str:
+    """The one line for an audit whose inputs (``given``: option -> value) are not all given: the options missing
+    and where they were looked for (the command line, and the config file found or the names searched)."""
+    missing = [opt for opt, val in given.items() if val is None or val == ()]
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get(CONFIG_META) if ctx is not None else None
+    if path is not None:
+        return f"missing {', '.join(missing)}: neither on the command line nor in the config {path}"
+    looked = f"looked for ./replaylens.toml, [tool.replaylens] in ./pyproject.toml and ${CONFIG_ENV}"
+    if len(missing) == len(given):
+        return (f"no inputs given and no project config found ({looked}): pass {', '.join(missing)}, or write them "
+                "in replaylens.toml")
+    return f"missing {', '.join(missing)} (no project config found: {looked})"
 
 
 config_option = click.option(

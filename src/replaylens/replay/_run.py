@@ -27,7 +27,7 @@ from ._engine import (
     utilities_for,
 )
 from ._fingerprint import agent_fingerprint, engine_fingerprint
-from ._journal import Journal
+from ._journal import Journal, stored_key
 from ._layout import ShardActions, action_dtype
 from ._plan import ReplayPlan, plan_replay
 from ._result import Decisions
@@ -121,6 +121,15 @@ def prepare_replay(
                           fingerprints=(history.fingerprint(), futures.fingerprint()))
 
 
+def _resolved_path(path: str, agent: Agent) -> str:
+    """``array`` or ``reference`` (``auto``: the array path where the agent has one)."""
+    if path == "auto":
+        path = "array" if agent.array is not None else "reference"
+    if path not in ("array", "reference"):
+        raise ConfigError(f"path must be 'auto', 'array' or 'reference'; got {path!r}")
+    return path
+
+
 @dataclass(frozen=True, eq=False)
 class PreparedReplay:
     """One plan's replay inputs, prepared once (see :func:`prepare_replay`); :meth:`run` replays an agent."""
@@ -130,6 +139,19 @@ class PreparedReplay:
     blocks: tuple[tuple[str, str], ...]
     base: Decisions  # task layout, utilities and oracle; ``actions`` empty
     fingerprints: tuple[str, str]  # (history, futures) content fingerprints, for the journal key
+
+    def journal_key(self, agent: Agent | Any, *, path: str = "auto", shard_size: int | None = None,
+                    shard_memory: int | None = None, extra: dict[str, object] | None = None) -> dict[str, Any]:
+        """The key :meth:`run` journals ``agent``'s replay under (as stored): everything that decides the
+        decisions and the shard layout -- plan, inputs, agent spec and code, ReplayLens, ``extra``."""
+        agent = as_agent(agent)
+        path = _resolved_path(path, agent)
+        size = shard_size or (1 if path == "reference" else f"memory:{shard_memory or DEFAULT_SHARD_MEMORY}")
+        key = {"format": 1, "plan": self.plan.digest(), "history": self.fingerprints[0],
+               "futures": self.fingerprints[1], "agent": dict(agent.spec) or {"name": agent.name},
+               "path": path, "shard_size": size, "code": agent_fingerprint(agent),
+               "engine": engine_fingerprint(), **(extra or {})}
+        return stored_key(key)
 
     def run(
         self,
@@ -158,16 +180,12 @@ class PreparedReplay:
         """
         agent = as_agent(agent)
         plan = self.plan
-        if path == "auto":
-            path = "array" if agent.array is not None else "reference"
-        if path not in ("array", "reference"):
-            raise ConfigError(f"path must be 'auto', 'array' or 'reference'; got {path!r}")
+        path = _resolved_path(path, agent)
         sds = self.streams
         kind, n_exec = resolve_backend(backend, workers=workers, concurrency=concurrency)
         if ray_address is not None:
             kind = "ray" if backend == "auto" else kind
         shards = shard_layout(plan, sds, path=path, shard_size=shard_size, shard_memory=shard_memory)
-        size = shard_size or (1 if path == "reference" else f"memory:{shard_memory or DEFAULT_SHARD_MEMORY}")
         total = sum(len(sds[s].futures) for s in plan.streams) * plan.n_decisions_per_task
         preload_for(total)  # numba for a large run, where installed: its slot draws and statistics are compiled
         done = 0
@@ -180,12 +198,9 @@ class PreparedReplay:
 
         jr = None
         if journal is not None:
-            key = {"format": 1, "plan": plan.digest(), "history": self.fingerprints[0],
-                   "futures": self.fingerprints[1], "agent": dict(agent.spec) or {"name": agent.name},
-                   "path": path, "shard_size": size, "code": agent_fingerprint(agent),
-                   "engine": engine_fingerprint(), **(journal_key or {})}
-            jr = Journal(journal, {k: (v if isinstance(v, (str, int, float, list, dict)) else str(v))
-                                   for k, v in key.items()}, restart=restart)
+            key = self.journal_key(agent, path=path, shard_size=shard_size, shard_memory=shard_memory,
+                                   extra=journal_key)
+            jr = Journal(journal, key, restart=restart)
             if jr.n_done == len(shards):
                 print(f"replay already complete: all {len(shards)} shards read from the journal (--restart "
                       "replays again)", file=sys.stderr)

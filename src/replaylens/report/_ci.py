@@ -2,9 +2,10 @@
 
 The JUnit file follows the shape pytest's ``--junit-xml`` writes (``testsuites > testsuite > testcase``
 with ``failure``/``skipped`` children and the ``tests``/``failures``/``errors``/``skipped`` counts), the
-shape GitHub, GitLab, Jenkins and Azure read.  A failed *declared* expectation is a ``failure`` whose
-message names the cell, the count and one changed decision; a default expectation that does not hold is
-``skipped`` (shown, never failing: only declared expectations gate); the others pass.
+shape GitHub, GitLab, Jenkins and Azure read.  A failed *declared* expectation (UNSAFE, or INCONCLUSIVE under
+``--on-inconclusive fail``) is a ``failure`` whose message names the cell, the count or bound and one changed
+decision; an INCONCLUSIVE one that passes, and a default expectation that does not hold, are ``skipped`` (shown,
+never failing: only declared expectations gate); the others pass.
 """
 
 from __future__ import annotations
@@ -53,10 +54,16 @@ def junit_xml(summaries: Sequence[Mapping[str, Any]],
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for e in s["verdict"]["expectations"]:
             exp = e["expectation"]
+            margin = e.get("margin", exp.get("tolerance")) or 0.0
             tc = ET.SubElement(suite, "testcase", classname=f"replaylens.{s['agent']}",
-                               name=f"{e['cell']}: {exp['kind']}" + (f" (tolerance {exp['tolerance']:g})"
-                                                                    if exp["tolerance"] else ""), time="0")
+                               name=f"{e['cell']}: {exp['kind']}" + (f" (margin {margin:g})" if margin else ""),
+                               time="0")
             counts["tests"] += 1
+            if e["passed"] and e["status"] == "INCONCLUSIVE":   # passes under --on-inconclusive pass: shown, skipped
+                counts["skipped"] += 1
+                ET.SubElement(tc, "skipped", message=f"INCONCLUSIVE (passes under --on-inconclusive pass): "
+                                                     f"{e['line']}")
+                continue
             if e["passed"]:
                 continue
             first = (ex or {}).get(e["cell"]) or []

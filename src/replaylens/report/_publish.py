@@ -1,11 +1,15 @@
-"""Private: one run per output directory, and a result set published all at once.
+"""Private: runs kept side by side in an output directory, each result set published all at once.
 
 ``OUT`` holds one exclusive lock per run (:func:`replaylens._durable.locked_dir`, a ``flock`` on the
-directory's inode; the CLI and :func:`replaylens.report.audit` with ``out=`` take the same lock).  The result
-files are written into a fresh hidden sibling ``OUT/.results-XXXX/`` and published by one rename of the link
-``OUT/.results``; ``OUT/summary.json`` and the other result names are fixed links into ``.results/``, so a
-reader that resolves ``OUT/.results`` once (as :func:`~replaylens.report.load_results` does) sees one
-complete result set, never a mix of two runs.
+directory's inode; the CLI and :func:`replaylens.report.audit` with ``out=`` take the same lock).  Every run
+that is not a resume gets a directory of its own, ``OUT/runs/<UTC time>-<agent>-<key digest>/``, holding its
+journal and its result sets; a rerun whose journal key (everything that decides the decisions) equals a kept
+run's resumes that run.  A result set is written into a fresh hidden ``.results-XXXX/`` and published by one
+rename of the link ``.results`` beside it; ``OUT/.results`` links to the latest run's ``.results`` and
+``OUT/summary.json`` and the other result names are fixed links into ``OUT/.results/``, so a reader that
+resolves ``OUT/.results`` once (as :func:`~replaylens.report.load_results` does) sees one complete result set,
+never a mix of two runs.  Only directories holding ReplayLens's marker (:data:`replaylens._durable.MARKER`)
+are ever removed.
 """
 
 from __future__ import annotations
@@ -13,19 +17,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._durable import LockedError, fsync_dir, holds_lock, locked_dir, umask_mode
+from .._durable import MARKER, LockedError, fsync_dir, holds_lock, is_ours, locked_dir, make_dir, mark, umask_mode
 from ..errors import ConfigError
 
-__all__ = ["CURRENT", "check_different_run", "locked_out", "publish", "result_root"]
+__all__ = ["CURRENT", "RUNS", "check_different_run", "check_slots", "current_run", "find_run", "link_latest",
+           "locked_out", "move_earlier_layout", "new_run", "publish", "result_root"]
 
 CURRENT = ".results"
+RUNS = "runs"
 _PREFIX = ".results-"
+_SET = "results"   # marker kinds: a result set, a run directory
+_RUN = "run"
 
 
 def busy(out: Path) -> ConfigError:
@@ -61,7 +71,7 @@ def check_different_run(out: Path, manifest: dict[str, Any], overwrite: bool) ->
     try:
         old = json.loads(man.read_text())
         same = isinstance(old, dict) and _identity(old) == _identity(manifest)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         same = False
     if same:
         return False
@@ -77,15 +87,60 @@ def result_root(out: Path) -> Path:
     return cur.resolve() if cur.is_symlink() else out
 
 
+def check_slots(out: Path, names: tuple[str, ...]) -> None:
+    """A one-line :class:`ConfigError` when a directory (or a file at ``.results``) sits where OUT's result links
+    go: ReplayLens replaces its own links and files, never a directory or a file it cannot tell is its own."""
+    for name in (CURRENT, *names):
+        p = out / name
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            raise ConfigError(f"{p} is a directory where ReplayLens links its {name}; move it away (ReplayLens "
+                              "never removes a directory it did not make)")
+        if name == CURRENT and p.exists():
+            raise ConfigError(f"{p} is a file where ReplayLens links its current results; move it away")
+
+
+def _link_names(out: Path, names: tuple[str, ...]) -> None:
+    """Fixed links OUT/<name> -> .results/<name> (made once; a file of an earlier layout is replaced)."""
+    for name in names:
+        p = out / name
+        if not (p.is_symlink() and os.readlink(p) == f"{CURRENT}/{name}"):
+            nl = out / f".{name}.link.tmp"
+            nl.unlink(missing_ok=True)
+            nl.symlink_to(f"{CURRENT}/{name}")
+            os.replace(nl, p)
+
+
+def _switch(out: Path, target: str) -> None:
+    """Point ``OUT/.results`` at ``target`` (relative) with one rename."""
+    link = out / f"{CURRENT}.{re.sub(r'[^A-Za-z0-9_.-]', '_', target)}.tmp"
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+    os.replace(link, out / CURRENT)
+
+
+def _drop_old_sets(out: Path) -> None:
+    """Remove the result sets ReplayLens made in ``out`` that ``out/.results`` no longer names."""
+    cur = os.readlink(out / CURRENT) if (out / CURRENT).is_symlink() else None
+    for old in out.glob(f"{_PREFIX}*"):
+        if old.name != cur and is_ours(old, _SET):
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def publish(out: Path, build: Callable[[Path], None], names: tuple[str, ...]) -> None:
     """Write a result set with ``build(tmpdir)`` and make it OUT's current set with one rename.
 
-    Call it holding OUT's lock.  Earlier sets (and sets left by a killed run) are removed afterwards."""
+    Call it holding OUT's lock.  Earlier sets ReplayLens made (and sets left by a killed run) are removed
+    afterwards; a directory in the way of a result link is refused before anything is written."""
+    check_slots(out, names)
     for stale in [*out.glob(f"{CURRENT}.*.tmp"), *out.glob(".*.link.tmp")]:  # links left by a killed run
-        stale.unlink(missing_ok=True)
+        if stale.is_symlink() or stale.is_file():
+            stale.unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=_PREFIX))
     try:
         os.chmod(tmp, umask_mode(0o777))
+        mark(tmp, _SET)
         build(tmp)
         for p in tmp.iterdir():
             if p.is_file():
@@ -93,20 +148,106 @@ def publish(out: Path, build: Callable[[Path], None], names: tuple[str, ...]) ->
                 with p.open("rb") as fh:
                     os.fsync(fh.fileno())
         fsync_dir(tmp)
-        link = out / f"{CURRENT}.{tmp.name}.tmp"
-        link.symlink_to(tmp.name)
-        os.replace(link, out / CURRENT)  # the one step that publishes the whole set
+        _switch(out, tmp.name)  # the one step that publishes the whole set
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for name in names:  # fixed links OUT/<name> -> .results/<name> (made once; a pre-link file is replaced)
-        p = out / name
-        if not (p.is_symlink() and os.readlink(p) == f"{CURRENT}/{name}"):
-            nl = out / f".{name}.link.tmp"
-            nl.unlink(missing_ok=True)
-            nl.symlink_to(f"{CURRENT}/{name}")
-            os.replace(nl, p)
+    _link_names(out, names)
     fsync_dir(out)
-    for old in out.glob(f"{_PREFIX}*"):
-        if old.name != tmp.name and old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
+    _drop_old_sets(out)
+
+
+# ---------------------------------------------------------------- runs side by side
+
+
+def _run_digest(run: Path) -> str | None:
+    """The journal-key digest a run directory was made for (from its marker), or None when it is not one."""
+    if not is_ours(run, _RUN):
+        return None
+    try:
+        lines = (run / MARKER).read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return lines[1] if len(lines) > 1 else None
+
+
+def find_run(out: Path, digest: str) -> Path | None:
+    """The kept run of OUT made for the journal key with this digest (the run a rerun resumes), or None."""
+    runs = out / RUNS
+    if not runs.is_dir() or runs.is_symlink():
+        return None
+    for d in sorted(runs.glob(f"*-{digest[:12]}"), reverse=True):
+        if _run_digest(d) == digest:
+            return d
+    return None
+
+
+def new_run(out: Path, digest: str, label: str) -> Path:
+    """A new run directory ``OUT/runs/<UTC time>-<label>-<digest[:12]>/`` (with ReplayLens's marker)."""
+    runs = make_dir(out / RUNS)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._-")[:32] or "agent"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for k in range(1000):
+        d = runs / f"{stamp}{f'.{k}' if k else ''}-{safe}-{digest[:12]}"
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        os.chmod(d, umask_mode(0o777))
+        (d / MARKER).write_text(f"{_RUN}\n{digest}\n", encoding="utf-8")
+        return d
+    raise ConfigError(f"{runs}: cannot name a new run directory")  # pragma: no cover - 1000 in one second
+
+
+def current_run(out: Path) -> Path | None:
+    """The run directory OUT's result links lead to (the latest published run), or None."""
+    cur = out / CURRENT
+    if not cur.is_symlink():
+        return None
+    parts = Path(os.readlink(cur)).parts
+    if len(parts) == 3 and parts[0] == RUNS and parts[2] == CURRENT:
+        return out / RUNS / parts[1]
+    return None
+
+
+def link_latest(out: Path, run: Path, names: tuple[str, ...]) -> None:
+    """Make ``run`` (a directory under OUT/runs holding a published set) OUT's latest: ``OUT/.results`` ->
+    ``runs/<id>/.results`` with one rename, and the result names linked into it."""
+    check_slots(out, names)
+    _switch(out, f"{RUNS}/{run.name}/{CURRENT}")
+    _link_names(out, names)
+    fsync_dir(out)
+    _drop_old_sets(out)
+
+
+def move_earlier_layout(out: Path, digest_of: Callable[[Mapping[str, Any]], str], label: str,
+                        names: tuple[str, ...]) -> Path | None:
+    """Move the run an earlier ReplayLens kept in OUT itself (``OUT/journal/``, ``OUT/.results-XXXX/``) into a run
+    directory of its own, so it is kept (and resumed by the same command) like any other; its new directory,
+    or None when OUT holds no such run.  ``digest_of``: the digest of a journal key."""
+    journal = out / "journal"
+    head = journal / "journal.json"
+    cur = out / CURRENT
+    target = os.readlink(cur) if cur.is_symlink() else ""
+    old_set = out / target if target.startswith(_PREFIX) and "/" not in target else None
+    if old_set is not None and (old_set.is_symlink() or not old_set.is_dir()):
+        old_set = None
+    has_journal = journal.is_dir() and not journal.is_symlink() and head.is_file()
+    if old_set is None and not has_journal:
+        return None
+    key: Any = None
+    if has_journal:
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            key = json.loads(head.read_bytes().decode("utf-8"))
+    digest = digest_of(key) if isinstance(key, dict) else digest_of({"earlier-layout": target or str(journal)})
+    run = new_run(out, digest, label)
+    if has_journal:
+        os.rename(journal, run / "journal")
+    if old_set is not None:
+        mark(old_set, _SET)
+        os.rename(old_set, run / old_set.name)
+        _switch(run, old_set.name)
+        _link_names(run, tuple(n for n in names if (run / old_set.name / n).exists()))
+        link_latest(out, run, names)
+    fsync_dir(out)
+    return run

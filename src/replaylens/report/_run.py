@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from .._durable import LockedError, clean_stale, locked_dir
 from .._gc import FrozenHeap
+from .._imports import require
 from .._jit import preload_for
 from .._memory import release_freed_memory
 from .._version import __version__
@@ -25,8 +27,9 @@ from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSet
 from ._ahead import ReportAhead
 from ._audit import AuditResult, extra_readouts, prepared_state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
-from ._publish import busy, check_different_run
-from ._render import write_results
+from ._publish import busy
+from ._render import RESULT_FILES, write_results
+from ._runs import OutRuns
 from ._staged import StagedDecisions
 from ._stochastic import resolve_repeats, stochastic_warnings
 
@@ -60,10 +63,12 @@ def run_audit(
     """Run an audit of ``agent`` under ``settings`` and return its :class:`AuditResult`.
 
     With ``out``, the directory is locked for the run (a busy ``out`` is a :class:`ConfigError`), a killed
-    run's leftovers are cleaned, the replay is journaled in ``out/journal`` (a rerun resumes only when
-    ``arguments`` and everything else that decides the decisions are unchanged; ``restart`` discards the
-    journal), the report of a different run is never replaced unless ``overwrite``, and the result set
-    (report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png) is written whole.
+    run's leftovers are cleaned, and the audit is a run of its own, ``out/runs/<UTC time>-<agent>-<digest>/``,
+    journaled there: a rerun resumes the kept run whose journal key equals its own (``arguments`` and everything
+    else that decides the decisions; ``restart`` discards that journal), any other audit becomes a new run beside
+    the earlier ones (one line on stderr says so; ``overwrite`` removes the previous latest run instead), and its
+    result set (report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png) is written
+    whole and linked as ``out``'s latest.  An invocation that fails leaves no new run without finished work.
     ``inputs`` names the input files by role (history, futures, utilities) for the manifest; ``prepared``
     reuses a prepared replay (several agents on one plan); ``before_replay(plan)`` runs once the plan is known.
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds", ...}``, see
@@ -75,16 +80,38 @@ def run_audit(
     """
     settings = settings or AuditSettings()
     agent = as_agent(agent)
+    if settings.execution.resolved_backend == "ray":   # a missing extra: one line before anything is made
+        require("ray", "--backend ray")
+    runs: OutRuns | None = None
     if out is not None:   # text the result files cannot hold: one input error before OUT is touched or a replay runs
         check_storable(history, futures)
+        runs = OutRuns(Path(out), RESULT_FILES, label=agent.name, overwrite=overwrite,
+                       announce=lambda line: print(f"replaylens: {line}", file=sys.stderr))
+    try:
+        return _run_audit(history, futures, evaluator, agent, settings, runs=runs, journal=journal, inputs=inputs,
+                          command=command, arguments=arguments, restart=restart, progress=progress,
+                          prepared=prepared, before_replay=before_replay, expect=expect, on_warning=on_warning,
+                          release_utilities=release_utilities)
+    except BaseException:
+        if runs is not None:
+            runs.failed()
+        raise
+
+
+def _run_audit(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Agent,
+               settings: AuditSettings, *, runs: OutRuns | None, journal: str | Path | None,
+               inputs: Sequence[tuple[str, str | None]], command: str, arguments: dict[str, Any] | None,
+               restart: bool, progress: Callable[[int, int], None] | None, prepared: PreparedReplay | None,
+               before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None,
+               on_warning: Callable[[str], None] | None, release_utilities: bool) -> AuditResult:
+    out = runs.out if runs is not None else None
     with contextlib.ExitStack() as stack:
         heap = stack.enter_context(FrozenHeap())   # what the run holds throughout: out of the collector's passes
         # the run holds OUT (and its journal) from its first call into the agent to its last write
-        if out is not None:
-            root = Path(out)
-            stack.enter_context(_exclusive(root))
-            clean_stale(root)
-            journal = journal if journal is not None else root / "journal"
+        if runs is not None:
+            stack.enter_context(_exclusive(runs.out))
+            clean_stale(runs.out)
+            runs.check()
         if journal is not None:  # one run per journal, whoever holds it
             stack.enter_context(_exclusive(Path(journal)))
         repeats = resolve_repeats(settings.repeats, agent, settings.rng)  # 2 for a declared stochastic agent
@@ -102,8 +129,6 @@ def run_audit(
             command = API_COMMAND
             arguments = api_arguments(history, futures, evaluator, agent, plan, settings)
         if out is not None:
-            restart = check_different_run(Path(out), {"command": command, "arguments": arguments},
-                                          overwrite) or restart
             for obj in (history, futures, evaluator):   # the manifest's content hashes (kept), taken now: their
                 obj.fingerprint()                        # temporaries fall before the replay's peak, not on top
         staged: list[StagedDecisions] = []
@@ -123,8 +148,14 @@ def run_audit(
         result = _run(history, futures, evaluator, agent, settings, plan, journal=journal, arguments=arguments,
                       restart=restart, progress=progress, prepared=prepared, before_replay=before_replay,
                       expect=expect, warns=warns, on_decisions=stage, on_readouts=readouts,
-                      release_utilities=release_utilities, heap=heap)
-        if out is not None:
+                      release_utilities=release_utilities, heap=heap,
+                      choose_journal=runs.choose if runs is not None and journal is None else None)
+        if runs is not None and runs.run is not None:
+            write_audit(result, runs.run, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
+                        command=command, arguments=arguments, staged=staged[0] if staged else None,
+                        ahead=ahead[0] if ahead else None)
+            runs.publish()
+        elif out is not None:   # an explicit journal elsewhere: the result set in OUT itself
             write_audit(result, out, history=history, futures=futures, evaluator=evaluator, inputs=inputs,
                         command=command, arguments=arguments, staged=staged[0] if staged else None,
                         ahead=ahead[0] if ahead else None)
@@ -173,16 +204,19 @@ def _run(history: History, futures: FutureTasks, evaluator: Evaluator, agent: Ag
          before_replay: Callable[[Any], None] | None, expect: Mapping[str, Any] | None = None,
          warns: Sequence[str] = (), on_decisions: Callable[[Any], None] | None = None,
          on_readouts: Callable[[Any], None] | None = None, release_utilities: bool = False,
-         heap: FrozenHeap | None = None) -> AuditResult:
+         heap: FrozenHeap | None = None, choose_journal: Callable[[Any], Path] | None = None) -> AuditResult:
     if before_replay is not None:
         before_replay(plan)
     release_freed_memory()  # what reading and checking the inputs freed, before the replay's peak
     kw: dict[str, Any] = dict(path=settings.path, progress=progress, restart=restart,
                               **settings.execution.replay_kwargs())
-    if journal is not None:
-        kw.update(journal=str(journal),
-                  journal_key={"arguments": json.dumps(arguments, sort_keys=True, default=str)})
+    extra: dict[str, object] = {"arguments": json.dumps(arguments, sort_keys=True, default=str)}
     ready = prepared if prepared is not None else prepare_replay(history, futures, evaluator, plan=plan)
+    if choose_journal is not None:   # the run of OUT this replay is (a kept one resumed, or a new one)
+        journal = choose_journal(ready.journal_key(agent, path=settings.path,
+                                                   shard_memory=settings.execution.shard_memory, extra=extra))
+    if journal is not None:
+        kw.update(journal=str(journal), journal_key=extra)
     if release_utilities:   # the prepared replay carries every utility the run reads: the replay's peak is without it
         evaluator.release()
         release_freed_memory()   # (its columns, and what its content hash left, before the replay's peak)

@@ -163,6 +163,12 @@ class Judgement:
         """The one stderr line of a failed expectation (names the cell, the count or bound, the margin)."""
         e = self.expectation
         what = "declared invariant" if e.kind == "invariant" else "declared responsive"
+        if self.method == "census":
+            cmp = ">" if e.kind == "invariant" else "<="
+            got = (f"{self.n_changed} of {self.n_decisions} decisions changed ({_pc(self.value)} {cmp} margin "
+                   f"{100 * self.margin:g}%)")
+            return f"expectation failed: {e.cell} {what}, but {got}" + (
+                f"; {self.status}: {self.note}" if self.note else "")
         return f"expectation failed: {e.cell} {what}, but {self.status}: {self._got()}; {self.evidence()}"
 
     def to_dict(self) -> dict[str, Any]:

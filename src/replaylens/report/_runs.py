@@ -1,0 +1,104 @@
+"""Private: the runs of one output directory during one audit (issue 48).
+
+Each audit into ``OUT`` that is not a resume becomes a run of its own under ``OUT/runs/`` (see
+:mod:`replaylens.report._publish`); the run a rerun resumes is the kept run made for the same journal key.
+What a failed invocation made and holds no finished work of (a new run directory, an empty OUT) is removed,
+so a configuration error leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._durable import remove_ours
+from ..replay import Journal
+from ._publish import RUNS, check_slots, current_run, find_run, link_latest, move_earlier_layout, new_run
+
+__all__ = ["OutRuns"]
+
+
+class OutRuns:
+    """Which run of ``out`` this audit is (chosen once its journal key is known), and what it made.
+
+    ``names``: the result names linked in OUT; ``label``: the agent's name, part of a new run's directory name;
+    ``overwrite``: the new run replaces OUT's latest run (removed once the new one is published) instead of
+    keeping it beside; ``announce``: receives the one line saying a new run was started beside earlier ones."""
+
+    def __init__(self, out: Path, names: tuple[str, ...], *, label: str, overwrite: bool,
+                 announce: Callable[[str], None]) -> None:
+        self.out = out
+        self.names = names
+        self.label = label
+        self.overwrite = overwrite
+        self.announce = announce
+        self.fresh_out = not (out.exists() or out.is_symlink())
+        self.run: Path | None = None
+        self.made_run = False
+        self.previous: Path | None = None
+
+    def check(self) -> None:
+        """Under OUT's lock, before any replay: refuse what is in the way of the result links, and move a run an
+        earlier ReplayLens kept in OUT itself into ``OUT/runs/``."""
+        check_slots(self.out, self.names)
+        moved = move_earlier_layout(self.out, Journal.digest, "earlier", self.names)
+        if moved is not None:
+            self.announce(f"moved the earlier run kept in {self.out} to {self._rel(moved)} (runs are kept side by "
+                          "side now)")
+        self.previous = current_run(self.out)
+
+    def _rel(self, run: Path) -> str:
+        return str(self.out / RUNS / run.name)
+
+    def choose(self, key: Mapping[str, Any]) -> Path:
+        """The journal directory of the run made for ``key``: a kept run's (a resume), or a new run's."""
+        digest = Journal.digest(key)
+        found = find_run(self.out, digest)
+        prev = self.previous
+        if found is not None:
+            self.run = found
+            if prev is not None and prev != found:
+                self.announce(f"run {self._rel(found)}: the same inputs, agent and plan as this kept run; "
+                              "resuming it")
+            return found / "journal"
+        self.run = new_run(self.out, digest, self.label)
+        self.made_run = True
+        if prev is not None:
+            old = Journal.stored(prev / "journal")
+            why = Journal.change(old, key) if old is not None else "a different run"
+            kept = "replaces" if self.overwrite else "is kept beside it"
+            self.announce(f"new run {self._rel(self.run)} ({why}); the earlier run {self._rel(prev)} {kept}")
+        return self.run / "journal"
+
+    def publish(self) -> None:
+        """Make the chosen run (its result set published) OUT's latest; with ``overwrite``, remove the previous
+        latest run."""
+        assert self.run is not None
+        link_latest(self.out, self.run, self.names)
+        if self.overwrite and self.previous is not None and self.previous != self.run:
+            remove_ours(self.previous)
+
+    def failed(self) -> None:
+        """After a failure: remove the run directory this invocation made when it holds no finished shard, then
+        ``OUT/runs`` and OUT themselves when this invocation made them and they are empty."""
+        if self.run is not None and self.made_run and not _has_work(self.run):
+            remove_ours(self.run)
+        if self.fresh_out:
+            for d in (self.out / RUNS, self.out):
+                with contextlib.suppress(OSError):
+                    if d.is_dir() and not d.is_symlink() and not os.listdir(d):
+                        d.rmdir()
+
+
+def _has_work(run: Path) -> bool:
+    """Whether ``run`` holds a finished shard or a published result set."""
+    done = run / "journal" / "done.jsonl"
+    try:
+        if done.is_file() and done.stat().st_size > 0:
+            return True
+    except OSError:
+        return True
+    return (run / ".results").is_symlink()
