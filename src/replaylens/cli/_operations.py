@@ -148,3 +148,49 @@ def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: st
     manifest = {"tool": "replaylens check-operation", "version": tool, "arguments": args,
                 "history_fingerprint": fingerprint, "packages": store_package_versions()}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+@cli.command("check-store")
+@click.option("--index", "index_spec", default=None, metavar="PATH|lancedb:DIR[:TABLE]|chroma:DIR[:NAME]",
+              help="The index: a file (JSONL, CSV or Parquet) with id, text, vector; a LanceDB table; or a "
+                   "persistent Chroma collection.")
+@click.option("--embedder", default="wordllama:256", show_default=True,
+              help="The declared embedder every stored vector should come from: hashing[:DIM], wordllama[:DIM] or "
+                   "openai:MODEL@BASE_URL.")
+@click.option("--sample", default=None, type=click.IntRange(min=1),
+              help="Re-embed a seeded sample of this many records (default: every record).")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--tolerance", default=1e-3, show_default=True, type=click.FloatRange(0, 1),
+              help="A record matches when its stored vector's cosine with the re-embedding is >= 1 - tolerance.")
+@click.option("--expect-clean", is_flag=True, help="Exit 1 when any checked record does not match.")
+@click.option("--demo", is_flag=True,
+              help="Check the built-in example: the operation example's texts, 30 % embedded by hashing:256 "
+                   "and the rest by wordllama:256 (the declared embedder).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@user_errors
+def check_store_cmd(index_spec: str | None, embedder: str, sample: int | None, seed: int, tolerance: float,
+                    expect_clean: bool, demo: bool, as_json: bool) -> None:
+    """Mixed embedding generations: does an index hold vectors from more than one embedder?  Re-embeds the stored
+    texts with the declared embedder and reports the share of records whose vector does not match, with an
+    example.  (The decision response of a half-migrated index: check-migration --store ... --ops half-embedder.)"""
+    from ..errors import ConfigError
+    from ..memory import build_mixed_index, check_generations, read_index, store_package_versions
+    from ..memory.operations import build_operation_example
+
+    if demo == (index_spec is not None):
+        raise ConfigError("check-store needs --index (or --demo)")
+    if demo:
+        texts = build_operation_example().history.text("task").tolist()
+        index = build_mixed_index(texts, embedder, "hashing:256", share=0.3, source="<demo: 30 % hashing:256>")
+    else:
+        assert index_spec is not None
+        index = read_index(index_spec)
+    rep = check_generations(index, embedder, sample=sample, seed=seed, tolerance=tolerance)
+    if as_json:
+        click.echo(json.dumps(rep.to_dict() | {"packages": store_package_versions()}, indent=2))
+    else:
+        click.echo(rep.line())
+    if expect_clean and not rep.clean:
+        click.echo(f"expectation failed: {rep.n_mismatched} of {rep.n_checked} records do not match "
+                   f"{rep.embedder}", err=True)
+        sys.exit(1)

@@ -1,10 +1,20 @@
 """Bounded memories (FIFO, event time, reservoir, binned mean), migration checks (state- and decision-level),
 and policy calls over retrieved memory text through any model back-end.  Operations that rewrite records
-(deduplication, consolidation, forgetting) are in :mod:`replaylens.memory.operations`."""
+(deduplication, consolidation, forgetting) are in :mod:`replaylens.memory.operations`; ``check_generations``
+finds an index whose vectors come from more than one embedder."""
 
 from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
 from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
 from ._events import EVENT_FIELDS, read_events, write_events
+from ._generations import (
+    INDEX_FIELDS,
+    GenerationReport,
+    IndexRows,
+    build_mixed_index,
+    check_generations,
+    read_index,
+    write_index,
+)
 from ._load import load_memory_factory
 from ._memories import (
     ACTION_ORDER,
@@ -42,6 +52,7 @@ from ._versions import STORE_PACKAGES, store_package_versions
 __all__ = [
     "ACTION_ORDER",
     "EVENT_FIELDS",
+    "INDEX_FIELDS",
     "LINE_WIDTH",
     "MEMORIES",
     "MEMORY_INSTRUCTION",
@@ -53,6 +64,8 @@ __all__ = [
     "Event",
     "EventTimeMemory",
     "FIFOMemory",
+    "GenerationReport",
+    "IndexRows",
     "Memory",
     "MemoryItem",
     "MemoryTemplate",
@@ -65,6 +78,8 @@ __all__ = [
     "acquire_decisions",
     "apply_migration",
     "audit_migration_decisions",
+    "build_mixed_index",
+    "check_generations",
     "check_migration",
     "decide_direct",
     "identifier_priority",
@@ -75,6 +90,7 @@ __all__ = [
     "memory_backend",
     "parse_memory_prompt",
     "read_events",
+    "read_index",
     "render_memory_item",
     "render_memory_prompt",
     "repeat_corrected",
@@ -82,4 +98,5 @@ __all__ = [
     "snapshot",
     "store_package_versions",
     "write_events",
+    "write_index",
 ]
