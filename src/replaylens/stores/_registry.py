@@ -61,6 +61,12 @@ def _mem0(embedder: Embedder, *, path: Path | None, params: Mapping[str, object]
     return Mem0Store(embedder, path=path, params=params)
 
 
+def _lancedb(embedder: Embedder, *, path: Path | None, params: Mapping[str, object]) -> VectorStore:
+    from ._lancedb import LanceDBStore
+
+    return LanceDBStore(embedder, path=path, params=params)
+
+
 STORES: dict[str, StoreFactory] = {
     "exact": _exact,
     "chroma": _chroma,
@@ -69,6 +75,7 @@ STORES: dict[str, StoreFactory] = {
     "faiss": _faiss,
     "hnswlib": _hnswlib,
     "mem0": _mem0,
+    "lancedb": _lancedb,
 }
 
 
