@@ -130,7 +130,7 @@ def test_a_run_of_the_earlier_layout_is_moved_and_resumed(inputs: list[str], tmp
     assert res.exit_code == 0, res.output
     assert "moved the earlier run" in res.stderr and "replay already complete" in res.stderr
     (moved,) = _runs(out)
-    assert (moved / "journal" / "journal.json").is_file() and (moved / old_set / "summary.json").is_file()
+    assert (moved / "journal" / "journal.json").is_file() and (moved / "summary.json").read_bytes() == want
     assert (out / "summary.json").read_bytes() == want and not (out / "journal").exists()
     assert not (out / old_set).exists()
 
