@@ -455,3 +455,63 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---------------------------------------------------------------- operation audit (issue 49), appended
+# Runs after the store benchmark when the script is run (``REPLAYLENS_BENCH_OPERATION_RECORDS``: records of the
+# operation audit, default 100,000; 0 skips it). ``python -c "import runpy; ..."`` or an import can call
+# ``bench_operation_audit`` alone.
+
+OPERATION_AUDIT_OPS = "dedup,keep-latest,forget-count:50,merge-text"
+
+
+def bench_operation_audit(records: int, folder: str, ops: str = OPERATION_AUDIT_OPS,
+                          agent: str = "mean") -> dict[str, Any]:
+    """``replaylens check-operation`` at scale: ``ops`` (relations, idempotency, order independence, monotonicity
+    where declared, and the ``agent``'s decisions before and after) on the shipped operation example grown to
+    ``records`` records (100 streams x 2 blocks), in a fresh process; wall seconds and its peak RSS."""
+    from replaylens.memory.operations import build_operation_example
+    from replaylens.records import write_evaluator, write_futures, write_history
+
+    streams = 100
+    per_block = max(1, records // (streams * 2))
+    paths = {n: os.path.join(folder, f"op-{n}.jsonl") for n in ("history", "future", "utilities")}
+    if not os.path.exists(paths["history"]):
+        ex = build_operation_example(n_streams=streams, records_per_block=per_block, n_future=12)
+        write_history(ex.history, paths["history"])
+        write_futures(ex.futures, paths["future"])
+        write_evaluator(ex.evaluator, paths["utilities"])
+    cmd = [sys.executable, "-m", "replaylens", "check-operation", "--history", paths["history"], "--future",
+           paths["future"], "--utilities", paths["utilities"], "--op", ops, "--agent", agent, "--json"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed: {err.read().decode()[-500:]}")
+        out.seek(0)
+        rows = json.loads(out.read().decode())
+    return {"records": streams * 2 * per_block, "streams": streams, "seconds": seconds,
+            "peak": usage.ru_maxrss * 1024, "ops": len(rows),
+            "after": {r["op"]: r["records_after"] for r in rows},
+            "status": {r["op"]: r["status"] for r in rows}}
+
+
+def _operation_audit_main() -> None:
+    n = int(os.environ.get("REPLAYLENS_BENCH_OPERATION_RECORDS", "100000"))
+    if n <= 0:
+        return
+    print(f"\noperation audit at scale: check-operation --op {OPERATION_AUDIT_OPS} --agent mean on the operation "
+          f"example grown to {n:,} records, a fresh process:")
+    with tempfile.TemporaryDirectory(prefix="bench-operation-audit-") as folder:
+        a = bench_operation_audit(n, folder)
+    print(f"  {a['records']:,} records in {a['streams']} streams, {a['ops']} operations: {a['seconds']:.1f} s wall, "
+          f"peak RSS {a['peak'] / 2**20:.1f} MiB; records after: "
+          + ", ".join(f"{k} {v:,}" for k, v in a["after"].items())
+          + "; verdicts for mean: " + ", ".join(f"{k} {v}" for k, v in a["status"].items()), flush=True)
+
+
+if __name__ == "__main__":
+    _operation_audit_main()
