@@ -108,3 +108,16 @@ def test_json_and_manifest(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "operations.json").read_text()) == rows
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert {"chromadb", "qdrant-client", "faiss-cpu", "hnswlib", "wordllama", "lancedb"} <= set(man["packages"])
+
+
+def test_store_option_adds_the_retrieval_level_response() -> None:
+    code, out = _run("--history", str(EX / "history.jsonl"), "--future", str(EX / "future.jsonl"), "--op",
+                     "keep-latest", "--store", "exact", "-k", "3", "--json")
+    assert code == 0, out
+    r = json.loads(out)[0]["retrieval"]
+    assert r["backend"] == "exact" and r["k"] == 3 and r["queries"] == 192 and 0 < r["changed"] <= 192
+    code, out = _run("--history", str(EX / "history.jsonl"), "--op", "dedup", "--store", "exact")
+    assert code == 2 and "--store needs --future" in out
+    code, out = _run("--history", str(EX / "history.jsonl"), "--future", str(EX / "future.jsonl"), "--op", "dedup",
+                     "--store", "exact", "--store-params", "[1]")
+    assert code == 2 and "--store-params must be a JSON object" in out

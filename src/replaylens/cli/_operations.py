@@ -53,6 +53,14 @@ def _items(values: tuple[str, ...]) -> list[str]:
               help="One-sided confidence level of a stochastic agent's T_gr bounds.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
               help="Seed of the replay and of the property checks' shuffles and subsets.")
+@click.option("--store", default=None, metavar="BACKEND",
+              help="Also the retrieval-level response: each stream's records in this store (exact, chroma, qdrant, "
+                   "langgraph, faiss, hnswlib, mem0, lancedb or file.py:factory) before and after, queried with the "
+                   "future tasks' texts (needs --future).")
+@click.option("--embedder", default="hashing:256", show_default=True, help="With --store: the embedder.")
+@click.option("-k", "store_k", default=5, show_default=True, type=click.IntRange(min=1), help="With --store: top k.")
+@click.option("--store-params", default="{}", show_default=True, metavar="JSON",
+              help="With --store: the backend's index parameters.")
 @click.option("--demo", is_flag=True,
               help=f"Run on the shipped example (ops {_DEMO_OPS}; agents {', '.join(_DEMO_AGENTS)}) unless given.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
@@ -64,7 +72,8 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
                         ops: tuple[str, ...], agent_specs: tuple[str, ...], agent_param: tuple[str, ...],
                         canaries: tuple[str, ...], canary_where: str | None, expect_props: str, expect_safe: str,
                         on_inconclusive: str, margin: float | None, repeats: int | None, rng: str, level: float,
-                        seed: int, demo: bool, as_json: bool, out_dir: Path | None) -> None:
+                        seed: int, store: str | None, embedder: str, store_k: int, store_params: str, demo: bool,
+                        as_json: bool, out_dir: Path | None) -> None:
     """Which relations of the records does a memory operation (deduplication, consolidation, forgetting, merging)
     preserve, do the canaries survive, is it idempotent and order-independent, and do the agent's decisions
     change?  Exit 1 when a declared expectation fails (--expect-safe, --canary, --expect-property)."""
@@ -95,6 +104,10 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
                 raise ConfigError("--agent needs --future and --utilities (the decisions are replayed and scored)")
             futures, evaluator = read_futures(future_path), read_evaluator(util_path)
             check_inputs(history, futures, evaluator, strict=True)
+        elif store is not None:
+            if future_path is None:
+                raise ConfigError("--store needs --future (the future tasks' texts are the queries)")
+            futures = read_futures(future_path)
     agents = [load_agent(s, parse_params(agent_param)) for s in specs]
     predicate = None
     if canary_where is not None:
@@ -105,7 +118,9 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
     records = stream_records(history)
     reports = [check_operation(history, op, futures=futures, evaluator=evaluator, agents=agents,
                                canaries=_items(canaries), canary_where=predicate, expect_properties=declared,
-                               seed=seed, repeats=repeats, rng=rng, margin=margin, level=level, records=records)
+                               seed=seed, repeats=repeats, rng=rng, margin=margin, level=level, records=records,
+                               store=store, store_embedder=embedder, store_k=store_k,
+                               store_params=_json_object(store_params, "--store-params"))
                for op in op_list]
     want = {x.strip() for x in expect_safe.split(",") if x.strip()}
     unknown = sorted(want - {"all", *op_list, *(r.op for r in reports)})
@@ -129,15 +144,29 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
             for line in r.lines():
                 click.echo(line)
     if out_dir is not None:
-        _write(out_dir, rows, {"history": str(history_path) if history_path else "<operation example>",
-                               "ops": op_list, "agents": specs, "seed": seed, "repeats": repeats, "rng": rng,
-                               "margin": margin, "level": level, "demo": demo}, __version__, history.fingerprint())
+        args = {"history": str(history_path) if history_path else "<operation example>", "ops": op_list,
+                "agents": specs, "seed": seed, "repeats": repeats, "rng": rng, "margin": margin, "level": level,
+                "demo": demo, "store": store, "embedder": embedder if store else None,
+                "k": store_k if store else None}
+        _write(out_dir, rows, args, __version__, history.fingerprint())
         if not as_json:
             click.echo(f"wrote {out_dir}/operations.json, manifest.json")
     if failures:
         for line in failures:
             click.echo(line, err=True)
         sys.exit(1)
+
+
+def _json_object(text: str, name: str) -> dict[str, Any]:
+    from ..errors import ConfigError
+
+    try:
+        v = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(v, dict):
+        raise ConfigError(f"{name} must be a JSON object; got {text!r}")
+    return v
 
 
 def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: str, fingerprint: str) -> None:

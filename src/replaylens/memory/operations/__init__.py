@@ -30,6 +30,7 @@ from ._ops import (
 )
 from ._properties import PROPERTIES, Finding, check_canaries, check_properties
 from ._relations import RELATIONS, RelationResult, check_relations
+from ._retrieval import RetrievalResponse, retrieval_response
 
 __all__ = [
     "DEFAULT_STOCHASTIC_MARGIN",
@@ -48,6 +49,7 @@ __all__ = [
     "OperationRaised",
     "OperationReport",
     "RelationResult",
+    "RetrievalResponse",
     "apply_operation",
     "build_operation_example",
     "check_canaries",
@@ -57,6 +59,7 @@ __all__ = [
     "decision_response",
     "load_operation",
     "record_text",
+    "retrieval_response",
     "run_operation",
     "stream_records",
     "t_quantile",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,7 @@ from ._decisions import INCONCLUSIVE, UNSAFE, DecisionResponse, decision_respons
 from ._ops import Operation, apply_operation, load_operation, stream_records
 from ._properties import Finding, check_canaries, check_properties
 from ._relations import RelationResult, check_relations
+from ._retrieval import RetrievalResponse, retrieval_response
 
 __all__ = ["OperationReport", "check_operation"]
 
@@ -26,6 +27,7 @@ class OperationReport:
     relations: tuple[RelationResult, ...]
     findings: tuple[Finding, ...]
     decisions: tuple[DecisionResponse, ...] = field(default=())
+    retrieval: RetrievalResponse | None = None
 
     @property
     def preserved(self) -> tuple[str, ...]:
@@ -51,6 +53,7 @@ class OperationReport:
         out = [f"{self.op}: {verdict} — {self.records_before} -> {self.records_after} records; preserves "
                f"{', '.join(self.preserved) or 'none of the relations'}; breaks {', '.join(self.broken) or 'none'}"]
         out += [f"  relation {r.line()}" for r in self.relations if not r.held]
+        out += [f"  {self.retrieval.line()}"] if self.retrieval is not None else []
         out += [f"  decisions {d.line()}" for d in self.decisions]
         out += [f"  {f.line()}" for f in self.findings]
         return out
@@ -59,7 +62,8 @@ class OperationReport:
         return {"op": self.op, "status": self.status(), "records_before": self.records_before,
                 "records_after": self.records_after, "preserved": list(self.preserved), "broken": list(self.broken),
                 "relations": [r.to_dict() for r in self.relations], "findings": [f.to_dict() for f in self.findings],
-                "decisions": [d.to_dict() for d in self.decisions]}
+                "decisions": [d.to_dict() for d in self.decisions],
+                "retrieval": None if self.retrieval is None else self.retrieval.to_dict()}
 
 
 def check_operation(
@@ -79,13 +83,18 @@ def check_operation(
     level: float = 0.95,
     name: str | None = None,
     records: dict[str, list[Record]] | None = None,
+    store: str | None = None,
+    store_embedder: str = "hashing:256",
+    store_k: int = 5,
+    store_params: Mapping[str, object] | None = None,
 ) -> OperationReport:
     """Audit ``op`` (a built-in ``NAME[:ARG]``, ``file.py:factory`` or an :class:`Operation`) on ``history``.
 
     Reports the relations it preserves (:data:`RELATIONS`), the canaries (``canaries`` ids, ``canary_where``) and
     properties (idempotency, order independence, monotonicity where declared), and, for each of ``agents`` (with
-    ``futures`` and ``evaluator``), the decision-level response.  ``records``: the history's records per stream,
-    when the caller already has them (several operations on one history).
+    ``futures`` and ``evaluator``), the decision-level response; with ``store`` (a backend name, and ``futures``),
+    the retrieval-level response of that store (:func:`retrieval_response`).  ``records``: the history's records
+    per stream, when the caller already has them (several operations on one history).
     """
     if isinstance(op, str):
         label, operation = load_operation(op)
@@ -107,4 +116,13 @@ def check_operation(
             raise ConfigError("replaying an agent needs the future tasks and the evaluator")
         decisions = [decision_response(history, operated, futures, evaluator, a, seed=seed, repeats=repeats,
                                        rng=rng, margin=margin, level=level) for a in agents]
-    return OperationReport(label, len(history), len(operated), tuple(relations), tuple(findings), tuple(decisions))
+    retrieval = None
+    if store is not None:
+        if futures is None:
+            from ...errors import ConfigError
+
+            raise ConfigError("the retrieval-level response needs the future tasks (their texts are the queries)")
+        retrieval = retrieval_response(before, after, futures, backend=store, embedder=store_embedder, k=store_k,
+                                       params=store_params)
+    return OperationReport(label, len(history), len(operated), tuple(relations), tuple(findings), tuple(decisions),
+                           retrieval)

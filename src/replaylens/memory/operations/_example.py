@@ -3,7 +3,8 @@
 Per stream (one assistant) and block (context ``build`` / ``data``), 40 records: a request text drawn from six
 per-context templates, written with varying case and punctuation (near duplicates), the tool an ε-greedy
 logger chose (menu ``make``, ``bazel``, ``pandas``, ``duckdb``), and its outcome around the tool's mean for the
-context.  12 future requests per block; their utilities are the tools' means plus noise.  Near-duplicate
+context.  12 future requests per block (``metadata.text``: a request of the block's templates, from a generator of
+its own); their utilities are the tools' means plus noise.  Near-duplicate
 requests were answered with different tools, so merging them and averaging their outcomes moves outcomes
 across tools (it breaks the key–outcome binding), while keep-latest-per-key only forgets older evidence.
 """
@@ -76,9 +77,11 @@ def build_operation_example(n_streams: int = 8, records_per_block: int = 40, n_f
                              "task": text, "key": TOOLS[a], "outcome": y, "event_time": float(slot),
                              "event_id": f"{stream}-{slot:03d}"})
                 slot += 1
+            asks = derive_rng(seed, "operation-example-queries", stream, ctx)
             for j in range(n_future):
                 tid = f"{stream}-{ctx}-future-{j:02d}"
-                tasks.append(FutureTask(stream, "assistant", ctx, tid, TOOLS, j))
+                ask = _TEMPLATES[ctx][int(asks.integers(len(_TEMPLATES[ctx])))]
+                tasks.append(FutureTask(stream, "assistant", ctx, tid, TOOLS, j, metadata={"text": ask}))
                 u = np.clip(mu + g.normal(0.0, 0.03, len(TOOLS)), 0.0, 1.0)
                 table[(stream, tid)] = {a: round(float(x), 6) for a, x in zip(TOOLS, u, strict=True)}
     history = history_from_records(rows, source="<operation example>")
