@@ -9,6 +9,7 @@ oracle.  See docs/decisions.md, "Verdicts with known error rates (issue 47)".
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - t_sf(t, df) if t >= 0 else t_sf(-t, df)
 
 
+@functools.lru_cache(maxsize=4096)
 def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t (bisection on the upper tail :func:`t_sf`, to the last bits)."""
     if not 0.0 < q < 1.0:
