@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -11,7 +12,15 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["EXTRAS", "import_target", "missing_extra", "require"]
+__all__ = ["EXTRAS", "USER_MODULE_PREFIX", "import_target", "loaded_sha256", "missing_extra", "require"]
+
+USER_MODULE_PREFIX = "_replaylens_user_"
+"""A ``file.py`` target is loaded as module ``_replaylens_user_<sha256 of its resolved path, 16 hex>`` (the same
+name in every process, whatever ``PYTHONHASHSEED``): no worker can import it, so the Ray backend ships it by value."""
+
+_LOADED: dict[Path, str] = {}
+"""sha256 of the bytes each user ``.py`` file was executed from: a ``file.py`` target's own file, and the modules
+beside it that it imported while loading (see :func:`loaded_sha256`)."""
 
 EXTRAS: dict[str, str] = {
     "openai": "llm",
@@ -64,19 +73,7 @@ def import_target(spec: str, what: str) -> Any:
         path = Path(mod_name)
         if not path.is_file():
             raise ConfigError(f"{what} file {mod_name!r} does not exist")
-        uniq = f"_replaylens_user_{abs(hash(str(path.resolve())))}"
-        loader_spec = importlib.util.spec_from_file_location(uniq, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise ConfigError(f"cannot load {what} file {mod_name!r}")
-        mod = importlib.util.module_from_spec(loader_spec)
-        sys.modules[uniq] = mod
-        folder = str(path.resolve().parent)  # modules beside the file can be imported
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        try:
-            loader_spec.loader.exec_module(mod)
-        except Exception as exc:  # user code: report it in one line
-            raise ConfigError(f"importing {mod_name!r} failed: {type(exc).__name__}: {exc}") from None
+        mod = _load_file(path, mod_name, what)
     else:
         cwd = os.getcwd()
         if cwd not in sys.path:
@@ -88,3 +85,38 @@ def import_target(spec: str, what: str) -> Any:
     if not hasattr(mod, attr):
         raise ConfigError(f"{mod_name!r} has no attribute {attr!r}")
     return getattr(mod, attr)
+
+
+def _load_file(path: Path, shown: str, what: str) -> Any:
+    """Execute ``path`` as module ``_replaylens_user_<hash>`` from the bytes whose sha256 is recorded, and record
+    the files of the modules beside it that it imported (each run's code fingerprint can then be checked
+    against the code actually loaded: :func:`loaded_sha256`)."""
+    resolved = path.resolve()
+    uniq = USER_MODULE_PREFIX + hashlib.sha256(str(resolved).encode()).hexdigest()[:16]
+    loader_spec = importlib.util.spec_from_file_location(uniq, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ConfigError(f"cannot load {what} file {shown!r}")
+    source = resolved.read_bytes()
+    mod = importlib.util.module_from_spec(loader_spec)
+    sys.modules[uniq] = mod
+    folder = str(resolved.parent)  # modules beside the file can be imported
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    before = set(sys.modules)
+    try:
+        exec(compile(source, str(path), "exec", dont_inherit=True), mod.__dict__)
+    except Exception as exc:  # user code: report it in one line
+        sys.modules.pop(uniq, None)
+        raise ConfigError(f"importing {shown!r} failed: {type(exc).__name__}: {exc}") from None
+    _LOADED[resolved] = hashlib.sha256(source).hexdigest()
+    for name in set(sys.modules) - before:   # siblings imported while loading: their files as they are now
+        f = getattr(sys.modules[name], "__file__", None)
+        if f and f.endswith(".py") and Path(f).resolve().parent == resolved.parent:
+            _LOADED.setdefault(Path(f).resolve(), hashlib.sha256(Path(f).read_bytes()).hexdigest())
+    return mod
+
+
+def loaded_sha256(path: Path) -> str | None:
+    """The sha256 of the bytes the user file ``path`` was loaded from by :func:`import_target` (a ``file.py``
+    target, or a module beside it that it imported while loading); None for any other file."""
+    return _LOADED.get(path.resolve())

@@ -6,7 +6,7 @@ The CLI parses its options into these values and hands them to the library
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,6 +103,7 @@ class Execution:
 
     ``backend``: auto, serial, threads, processes or ray (auto: ray with a ``ray_address``, processes with
     ``workers`` > 1, threads with ``concurrency`` > 1, else serial).  ``shard_memory`` is in bytes.
+    ``ray_runtime_env``: Ray's ``runtime_env`` for the workers (pip requirements, ``working_dir``, ...).
     """
 
     backend: str = "auto"
@@ -110,6 +111,10 @@ class Execution:
     concurrency: int | None = None
     ray_address: str | None = None
     shard_memory: int | None = None
+    ray_runtime_env: Mapping[str, Any] | str | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:   # --ray-runtime-env's JSON or file: one line now, not after the inputs are read
+        object.__setattr__(self, "ray_runtime_env", _runtime_env(self.ray_runtime_env))
 
     @property
     def resolved_backend(self) -> str:
@@ -119,7 +124,50 @@ class Execution:
     def replay_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :meth:`replaylens.replay.PreparedReplay.run`."""
         return {"backend": self.resolved_backend, "workers": self.workers, "concurrency": self.concurrency,
-                "ray_address": self.ray_address, "shard_memory": self.shard_memory}
+                "ray_address": self.ray_address, "shard_memory": self.shard_memory,
+                "ray_runtime_env": self.ray_runtime_env}
+
+
+def _runtime_env(text: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``--ray-runtime-env``: a JSON object, or the path of a file holding one (``.yaml``/``.yml``: YAML)."""
+    if text is None or isinstance(text, Mapping):
+        return dict(text) if text is not None else None
+    import importlib
+    import json
+    from pathlib import Path
+
+    src = text.strip()
+    what = "--ray-runtime-env"
+    if not src.startswith("{"):
+        path = Path(src).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{what} must be a JSON object or the path of a JSON/YAML file; {text!r} is neither")
+        what = f"{what} file {str(path)!r}"
+        try:
+            src = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {what}: {exc}") from None
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                yaml: Any = importlib.import_module("yaml")   # installed with ray
+            except ImportError:
+                raise ConfigError(f"{what} is YAML, which needs PyYAML (installed with the ray extra)") from None
+            try:
+                value = yaml.safe_load(src)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{what} is not valid YAML: {str(exc).splitlines()[0]}") from None
+            return _env_object(value, what)
+    try:
+        value = json.loads(src)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}") from None
+    return _env_object(value, what)
+
+
+def _env_object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{what} must hold a JSON object (e.g. {{\"pip\": [\"numpy\"]}}); got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
             model_progress(console, bar):
         task = bar.add_task("replay", total=None, info="decisions")
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def progress(done: int, total: int, info: str = "decisions") -> None:   # info: the backend's status
+            bar.update(task, completed=done, total=total, info=info)
 
         try:
             result = run_audit(history, futures, evaluator, agent, settings, out=out, inputs=inputs,
@@ -264,7 +264,8 @@ AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
                            "--path"),
     "CI gate": ("--expect-invariant", "--tolerance", "--expect", "--on-inconclusive", "--config", "--junit-xml",
                 "--baseline", "--fail-on"),
-    "Execution": ("--workers", "--backend", "--ray-address", "--max-shard-memory", "--concurrency"),
+    "Execution": ("--workers", "--backend", "--ray-address", "--ray-runtime-env", "--max-shard-memory",
+                  "--concurrency"),
     "LLM agent (--agent llm)": ("--model", "--base-url", "--api-key-env", "--env-file", "--namespace", "--timeout",
                                 "--retries", "--reasoning-effort", "--service-tier", "--offline",
                                 "--response-format", "--cache", "--no-cache", "--cache-sampled"),
@@ -336,7 +337,11 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
               help="Where shards run; auto: processes with --workers > 1, threads with --concurrency > 1, else "
                    "two shards at a time on threads for a built-in (thread-safe) vectorized agent, one otherwise.")
 @click.option("--ray-address", default=None,
-              help="With --backend ray: address of an existing Ray cluster (default: start a local instance).")
+              help="With --backend ray: the Ray cluster to join (host:port, ray://host:port, auto or local; default: "
+                   "RAY_ADDRESS, else a cluster running on this machine, else a local instance of --workers CPUs).")
+@click.option("--ray-runtime-env", default=None, metavar="JSON|FILE",
+              help="With --backend ray: Ray's runtime_env for the workers, a JSON object or a JSON/YAML file (pip "
+                   "requirements, working_dir, py_modules, env_vars).")
 @click.option("--max-shard-memory", "shard_memory_mb", default=None, type=click.IntRange(min=1),
               help="Memory budget of one vectorized shard in MB (default 256; each of the shards running at "
                    "once); lower it for huge histories.")
@@ -362,6 +367,7 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
           env_file: str, llm_namespace: str,
           concurrency: int | None, timeout_s: float, retries: int, reasoning_effort: str | None,
           service_tier: str | None, offline: bool, workers: int | None, backend: str, ray_address: str | None,
+          ray_runtime_env: str | None,
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
           margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None,
           rng: str, resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
@@ -422,7 +428,8 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
             "repeats": repeats, "resamples": resamples, "level": level, "path": path_, "rng": rng}
     is_llm = agent_spec == "replaylens.llm:make_agent"
     execution = Execution(backend=backend, workers=workers, concurrency=None if is_llm else concurrency,
-                          ray_address=ray_address, shard_memory=shard_memory_mb * 2**20 if shard_memory_mb else None)
+                          ray_address=ray_address, shard_memory=shard_memory_mb * 2**20 if shard_memory_mb else None,
+                          ray_runtime_env=ray_runtime_env)
     settings = audit_settings(cells=cells, maps=maps, seed=seed, draws=draws, repeats=repeats, resamples=resamples,
                               level=level, path=path_, rng=rng, execution=execution)
     if len(agent_specs) > 1:  # several agents, one prepared plan

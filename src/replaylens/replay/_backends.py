@@ -1,4 +1,4 @@
-"""Execution backends for replay shards: serial, threads, processes and Ray, chosen by name.
+"""Execution backends for replay shards: serial, threads, processes and Ray (:mod:`._ray`), chosen by name.
 
 A shard is a pure function of the plan, its streams and the agent (every stochastic decision
 draws from a generator seeded by :func:`decision_seeds`), so any backend gives the same bytes.
@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from ..settings import AUTO_ARRAY_THREADS
 from ._engine import StreamData, run_shard
 from ._plan import ReplayPlan
+from ._ray import Ray
 
 __all__ = ["BACKENDS", "Executor", "ShardJob", "async_bridge", "auto_array_executor", "make_executor",
            "resolve_backend"]
@@ -154,68 +155,6 @@ class Processes:
             yield from _drain(pool, lambda k: pool.submit(_run_in_worker, k), indices, 2 * self.workers)
 
 
-@dataclass
-class Ray:
-    """Shards as Ray tasks on an existing cluster (``address``) or a local instance started here
-    (and shut down after).  The job is put into the object store once."""
-
-    workers: int = 2
-    address: str | None = None
-    name: str = "ray"
-
-    def run(self, job: ShardJob, indices: Sequence[int], tick: Callable[[int], None]) -> Results:
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("--backend ray needs the 'ray' extra: pip install 'replaylens[ray]'") from None
-        started = not ray.is_initialized()
-        if started:
-            if self.address:
-                ray.init(address=self.address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
-        try:
-            remote = ray.remote(_ray_shard)
-            ref = ray.put(job)
-            window = 2 * self.workers
-            todo = iter(indices)
-            pending: dict[Any, int] = {}
-            for k in todo:
-                pending[remote.remote(ref, k)] = k
-                if len(pending) >= window:
-                    break
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for r in ready:
-                    k = pending.pop(r)
-                    try:
-                        arrays = ray.get(r)
-                    except ray.exceptions.RayTaskError:
-                        # the serial run's error: the lowest failing shard, unwrapped (one line, no remote traceback)
-                        for q in sorted(pending, key=pending.__getitem__):
-                            if pending[q] < k:
-                                try:
-                                    ray.get(q)
-                                except ray.exceptions.RayTaskError as exc:
-                                    raise exc.cause from None
-                        try:
-                            ray.get(r)
-                        except ray.exceptions.RayTaskError as exc:
-                            raise exc.cause from None
-                        raise
-                    yield k, arrays
-                    nxt = next(todo, None)
-                    if nxt is not None:
-                        pending[remote.remote(ref, nxt)] = nxt
-        finally:
-            if started:
-                ray.shutdown()
-
-
-def _ray_shard(job: ShardJob, k: int) -> list[np.ndarray]:
-    return job.run(k)
-
-
 BACKENDS: dict[str, Callable[..., Executor]] = {
     "serial": lambda workers, address: Serial(),
     "threads": lambda workers, address: Threads(workers),
@@ -249,7 +188,12 @@ def auto_array_executor(agent: Agent, *, n_shards: int) -> Executor | None:
     return Threads(threads, ordered=True) if threads > 1 else None
 
 
-def make_executor(backend: str, *, workers: int, address: str | None = None) -> Executor:
+def make_executor(backend: str, *, workers: int, address: str | None = None,
+                  ray: Mapping[str, Any] | None = None) -> Executor:
+    """The executor of ``backend`` (``ray``: options of :class:`~replaylens.replay._ray.Ray` in ``ray``; its
+    ``workers`` there, None for all CPUs, replace ``workers``)."""
+    if backend == "ray" and ray is not None:
+        return Ray(address=address, **ray)
     return BACKENDS[backend](workers, address)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,6 +64,7 @@ def replay(
     ray_address: str | None = None,
     shard_memory: int | None = None,
     restart: bool = False,
+    ray_runtime_env: Mapping[str, Any] | None = None,
 ) -> Decisions:
     """Replay every planned transformed history through ``agent`` and score the decisions.
 
@@ -71,14 +74,15 @@ def replay(
     skipping them; any other journal there is refused unless ``restart`` discards it.  ``agent`` may
     also be anything with an ``.agent()`` method (a :class:`HistoryReader`, ...).  To replay several
     agents under one plan, :func:`prepare_replay` once and call :meth:`PreparedReplay.run` per agent (same decisions).
-    ``backend``/``workers``/``concurrency``/``ray_address``/``shard_memory``: see
+    ``backend``/``workers``/``concurrency``/``ray_address``/``ray_runtime_env``/``shard_memory``: see
     :meth:`PreparedReplay.run` (same decisions on every backend).
     """
     prepared = prepare_replay(history, futures, evaluator, plan=plan, cells=cells, maps=maps, draws=draws,
                               repeats=repeats, seed=seed, rng=rng)
     return prepared.run(agent, path=path, journal=journal, journal_key=journal_key, shard_size=shard_size,
                         progress=progress, backend=backend, workers=workers, concurrency=concurrency,
-                        ray_address=ray_address, shard_memory=shard_memory, restart=restart)
+                        ray_address=ray_address, shard_memory=shard_memory, restart=restart,
+                        ray_runtime_env=ray_runtime_env)
 
 
 def prepare_replay(
@@ -168,6 +172,7 @@ class PreparedReplay:
         ray_address: str | None = None,
         shard_memory: int | None = None,
         restart: bool = False,
+        ray_runtime_env: Mapping[str, Any] | None = None,
     ) -> Decisions:
         """The decisions of ``agent`` on every planned history (exactly those of :func:`replay`).
 
@@ -177,6 +182,9 @@ class PreparedReplay:
         agent that declares ``thread_safe = True`` on up to two threads (:func:`._backends.auto_array_executor`),
         else serially.  Decisions are identical on every backend.
         Without ``shard_size``, array-path shards are sized to about ``shard_memory`` bytes.
+        ``ray``: the cluster of ``ray_address`` (else ``RAY_ADDRESS``, else one running here; else a local instance
+        of ``workers`` CPUs), with ``ray_runtime_env`` (:mod:`._ray`).  A ``progress`` callable with an ``info``
+        keyword also receives the backend's status line (Ray: nodes, CPUs and shards).
         """
         agent = as_agent(agent)
         plan = self.plan
@@ -221,7 +229,12 @@ class PreparedReplay:
         if backend == "auto" and kind == "serial" and path == "array" and workers is None and concurrency is None:
             executor = auto_array_executor(agent, n_shards=len(todo))
         if executor is None:
-            executor = make_executor(kind, workers=n_exec, address=ray_address)
+            ray = None if kind != "ray" else {   # Ray's log beside the journal (OUT/ray.log), its status to the bar
+                "workers": workers, "runtime_env": ray_runtime_env,
+                "shard_memory": shard_memory or DEFAULT_SHARD_MEMORY,
+                "log": Path(journal).parent / "ray.log" if journal is not None else None,
+                "status": _status_line(progress, lambda: (done, total))}
+            executor = make_executor(kind, workers=n_exec, address=ray_address, ray=ray)
         run_agent, close = async_bridge(agent, n_exec if kind == "threads" else 1)
         job = ShardJob(plan, sds, run_agent, path, self.blocks, tuple(shards))
         # results are collected here, in the coordinating thread, shard by shard, and journaled in that order
@@ -245,6 +258,18 @@ class PreparedReplay:
             w.result()   # the first journal error, if any
         actions = out.result()
         return replace(self.base, actions=actions, path=path)
+
+
+def _status_line(progress: Progress | None, counts: Callable[[], tuple[int, int]]) -> Callable[[str], None] | None:
+    """The backend's status line for ``progress`` when it takes an ``info`` keyword (the CLI's bar), else None."""
+    if progress is None or "info" not in inspect.signature(progress).parameters:
+        return None
+    show: Any = progress
+
+    def status(line: str) -> None:
+        show(*counts(), info=line)
+
+    return status
 
 
 class _ActionSink:

@@ -1,0 +1,356 @@
+"""The Ray backend: shards as Ray tasks on the cluster Ray would join, or on a local instance started for the run.
+
+* **Where**: ``address`` (``--ray-address``), else ``RAY_ADDRESS``, else the cluster a ``ray start`` on this
+  machine left running (Ray's own ``ray.init()`` rule); joined as it is (no resources asked of it).  Only when
+  none is found (or the one recorded no longer answers) is a local instance started, with ``workers`` CPUs (all
+  of the machine's without it), and shut down after.  An address given but not answering within
+  :data:`CONNECT_TIMEOUT_S` is a one-line :class:`~replaylens.errors.ConfigError`.
+* **What**: the job is pickled once with the user's own modules by value (:mod:`._shipping`), put into the
+  object store once, and loaded once per worker process, which first checks that it runs the code the driver
+  fingerprinted.  ``runtime_env`` (``--ray-runtime-env``) is passed to Ray as given (pip requirements, a
+  ``working_dir``, ``py_modules``, environment variables).
+* **How many**: as many shards run at once as the cluster has CPUs (at most ``workers`` when given), and on the
+  array path as the nodes' memory holds shards of the shard memory budget (each task asks Ray for that memory);
+  a few more are queued so that no node waits for the driver.  Results come back one at a time.
+* **Failures**: a node lost is Ray's to recover (each task is retried :data:`MAX_RETRIES` times on the nodes
+  left); every failure that reaches the driver is one line naming it, a
+  :class:`~replaylens.errors.ConfigError` (exit 2: the cluster, its configuration, the code on its nodes) or an
+  :class:`~replaylens.errors.AgentError` (exit 3: the agent raised, or a worker died running it).  Finished
+  shards are journaled by the caller as they arrive, so a rerun resumes.
+* **Noise**: Ray's own log lines (its ``ray`` logger, the error messages it relays from the cluster) go to a log
+  file (``OUT/ray.log`` for a journaled run), not to the console.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import logging
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..agents import Agent
+from ..errors import AgentError, ConfigError, ReplayLensError
+from ._shipping import ShipError, load_job, payload
+
+__all__ = ["CONNECT_TIMEOUT_S", "MAX_RETRIES", "Ray"]
+
+CONNECT_TIMEOUT_S = 15.0
+"""Seconds a cluster address given (``--ray-address``, ``RAY_ADDRESS``) may take to answer before the run stops."""
+MAX_RETRIES = 3
+"""Times Ray reruns a shard whose worker or node died (Ray's own default for tasks), elsewhere when it can."""
+STATUS_EVERY_S = 2.0
+"""Seconds between two looks at the cluster (its nodes, CPUs and memory) while shards run."""
+
+
+class _Job(Protocol):
+    """What the backend needs of a :class:`~replaylens.replay._backends.ShardJob`."""
+
+    @property
+    def agent(self) -> Agent: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def shards(self) -> tuple[tuple[str, ...], ...]: ...
+
+    def run(self, k: int, tick: Callable[[int], None] | None = None) -> list[np.ndarray]: ...
+
+
+Results = Iterator[tuple[int, list[np.ndarray]]]
+
+
+def _shard_task(digest: str, box: list[Any], k: int) -> list[np.ndarray]:
+    """One shard on a worker (``box`` holds the job's object reference, so Ray does not fetch it per task)."""
+    job: _Job = load_job(digest, box[0])
+    return job.run(k)
+
+
+@dataclass
+class Ray:
+    """Shards as Ray tasks (see the module's description).  ``workers``: the local instance's CPUs, or at most
+    that many shards running at once on a cluster joined; ``log``: where Ray's log lines go; ``status``:
+    receives a one-line description of the cluster and the shards while they run."""
+
+    workers: int | None = None
+    address: str | None = None
+    runtime_env: Mapping[str, Any] | None = None
+    log: Path | None = None
+    shard_memory: int | None = None
+    status: Callable[[str], None] | None = None
+    name: str = "ray"
+    joined: str | None = field(default=None, init=False)   # the address joined (None: a local instance)
+
+    def run(self, job: _Job, indices: Sequence[int], tick: Callable[[int], None]) -> Results:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--backend ray needs the 'ray' extra: pip install 'replaylens[ray]'") from None
+        log = self.log or Path(tempfile.gettempdir()) / f"replaylens-ray-{os.getpid()}.log"
+        with _quiet(ray, log):
+            started = not ray.is_initialized()
+            if started:
+                self._connect(ray, log)
+            try:
+                yield from self._run(ray, job, indices, log)
+            finally:
+                if started:
+                    ray.shutdown()
+
+    # -- joining -------------------------------------------------------------------------------------------------
+    def _connect(self, ray: Any, log: Path) -> None:
+        services: Any = importlib.import_module("ray._private.services")
+
+        asked = self.address or os.environ.get("RAY_ADDRESS") or None
+        source = "--ray-address" if self.address else "RAY_ADDRESS"
+        if asked is None:   # what `ray.init()` would join: the cluster a `ray start` here recorded
+            try:
+                recorded = services.canonicalize_bootstrap_address(None)
+            except Exception:
+                recorded = None
+            if recorded is not None and _answers(recorded, 2.0) is None:
+                asked, source = recorded, "the cluster running on this machine"
+        elif asked not in ("local", "auto") and not asked.startswith("ray://"):
+            why = _answers(asked, CONNECT_TIMEOUT_S)
+            if why is not None:
+                raise ConfigError(f"cannot reach the Ray cluster at {asked} (from {source}) within "
+                                  f"{CONNECT_TIMEOUT_S:g} s: {why}")
+        kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.INFO}   # into our handler (_quiet)
+        if self.runtime_env:
+            kw["runtime_env"] = dict(self.runtime_env)
+        try:
+            if asked is None or asked == "local":
+                ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **kw)
+            else:
+                ray.init(address=asked, **kw)
+                self.joined = asked
+        except ReplayLensError:
+            raise
+        except Exception as exc:
+            where = f"join the Ray cluster at {asked} (from {source})" if asked not in (None, "local") else \
+                "start a local Ray instance"
+            raise ConfigError(f"cannot {where}: {_first_line(exc)} (Ray's log: {log})") from None
+
+    # -- running ---------------------------------------------------------------------------------------------------
+    def _run(self, ray: Any, job: _Job, indices: Sequence[int], log: Path) -> Results:
+        data, _check = payload(job, job.agent)
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        ref = ray.put(data)
+        del data
+        memory = self.shard_memory if job.path == "array" else None
+        view = _Cluster(ray, self.workers, memory)
+        opts: dict[str, Any] = {"max_retries": MAX_RETRIES, "retry_exceptions": False, "num_cpus": 1}
+        if memory:
+            opts["memory"] = min(memory, view.largest_memory) if view.largest_memory else memory
+        if self.runtime_env and ray.is_initialized() and not self.joined and not _runtime_env_set(ray):
+            opts["runtime_env"] = dict(self.runtime_env)   # a Ray the caller started: the env per task
+        remote = ray.remote(_shard_task).options(**opts)
+        box = [ref]
+        todo = iter(indices)
+        pending: dict[Any, int] = {}
+        before = len(job.shards) - len(indices)
+        finished = 0
+
+        def submit() -> None:
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending[remote.remote(digest, box, nxt)] = nxt
+
+        try:
+            while len(pending) < min(view.window(), len(indices)):
+                submit()
+            self._say(view.describe(len(pending), before + finished, len(job.shards)))
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=STATUS_EVERY_S)
+                if view.stale():
+                    view.refresh()
+                    if view.cpus <= 0:
+                        raise ConfigError(f"no node of the Ray cluster can run a shard (no CPU left alive); "
+                                          f"finished shards are journaled (Ray's log: {log})")
+                for r in ready:
+                    k = pending.pop(r)
+                    try:
+                        arrays = ray.get(r)
+                    except Exception as exc:
+                        raise _first_failure(ray, pending, k, exc, log) from None
+                    finished += 1
+                    yield k, arrays
+                while len(pending) < view.window():
+                    n = len(pending)
+                    submit()
+                    if len(pending) == n:
+                        break
+                self._say(view.describe(len(pending), before + finished, len(job.shards)))
+        finally:
+            for r in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(r, force=True)
+
+    def _say(self, line: str) -> None:
+        if self.status is not None:
+            self.status(line)
+
+
+class _Cluster:
+    """What the driver knows of the cluster (looked at every :data:`STATUS_EVERY_S`): live nodes, their CPUs
+    and memory, and from them how many shards to keep in flight."""
+
+    def __init__(self, ray: Any, workers: int | None, memory: int | None) -> None:
+        self.ray, self.workers, self.memory = ray, workers, memory
+        self.nodes, self.cpus, self.largest_memory, self.by_memory = 0, 0.0, 0.0, 0
+        self.at = 0.0
+        self.refresh()
+
+    def refresh(self) -> None:
+        alive = [n for n in self.ray.nodes() if n.get("Alive")]
+        res = [n.get("Resources", {}) for n in alive]
+        self.nodes = len(alive)
+        self.cpus = float(sum(r.get("CPU", 0.0) for r in res))
+        mem = [float(r.get("memory", 0.0)) for r in res]
+        self.largest_memory = max(mem, default=0.0)
+        if self.memory:
+            ask = min(self.memory, self.largest_memory) if self.largest_memory else self.memory
+            self.by_memory = int(sum(m // ask for m in mem)) if ask else 0
+        self.at = time.monotonic()
+
+    def stale(self) -> bool:
+        return time.monotonic() - self.at >= STATUS_EVERY_S
+
+    def running(self) -> int:
+        """Shards that can run at once: one a CPU (at most ``workers``), within the nodes' memory."""
+        n = int(self.cpus)
+        if self.workers:
+            n = min(n, self.workers)
+        if self.memory:
+            n = min(n, self.by_memory)
+        return max(n, 1)
+
+    def window(self) -> int:
+        """Shards in flight: those that can run, plus one queued a node (no node waits for the driver)."""
+        return self.running() + max(self.nodes, 1)
+
+    def describe(self, in_flight: int, done: int, total: int) -> str:
+        return (f"ray: {self.nodes} node{'s' * (self.nodes != 1)}, {self.cpus:g} CPUs, {min(in_flight, self.running())}"
+                f" shards running, {done}/{total} shards done")
+
+
+def _answers(address: str, timeout: float) -> str | None:
+    """None when something listens at ``host:port``, else why not."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout):
+            return None
+    except ValueError:
+        return f"{address!r} is not host:port"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+def _runtime_env_set(ray: Any) -> bool:
+    try:
+        return bool(ray.get_runtime_context().runtime_env)
+    except Exception:
+        return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def _first_failure(ray: Any, pending: dict[Any, int], k: int, exc: BaseException, log: Path) -> BaseException:
+    """The error a serial run would have raised first: shards before ``k`` still in flight are waited for, and the
+    lowest failing one's error is turned into one line (:func:`_as_error`)."""
+    failures = {k: exc}
+    for r, j in sorted(pending.items(), key=lambda t: t[1]):
+        if j < k:
+            try:
+                ray.get(r)
+            except Exception as earlier:
+                failures[j] = earlier
+                break
+    j = min(failures)
+    return _as_error(ray, failures[j], j, log)
+
+
+def _as_error(ray: Any, exc: BaseException, k: int, log: Path) -> BaseException:
+    """One Ray failure of shard ``k`` as ReplayLens's one-line error (the agent's own error as a serial run
+    raises it)."""
+    ex = ray.exceptions
+    tail = f"finished shards are journaled; Ray's log: {log}"
+    if isinstance(exc, ex.RayTaskError):
+        cause = exc.cause
+        if isinstance(cause, ReplayLensError):
+            return cause
+        if isinstance(cause, ShipError):
+            return ConfigError(f"{cause} ({tail})")
+        return ConfigError(f"shard {k} failed on a Ray worker: {_first_line(cause or exc)} ({tail})")
+    if isinstance(exc, ex.WorkerCrashedError):
+        return AgentError(f"the Ray worker running shard {k} died (after {MAX_RETRIES} retries): the agent may have "
+                          f"crashed the process or exhausted its memory ({tail})")
+    if isinstance(exc, ex.OutOfMemoryError):
+        return AgentError(f"Ray stopped the worker running shard {k}: its node ran out of memory (after "
+                          f"{MAX_RETRIES} retries); lower --max-shard-memory or give the nodes more memory ({tail})")
+    if isinstance(exc, ex.ObjectStoreFullError):
+        return ConfigError(f"Ray's object store is full (shard {k}); give the nodes a larger object store "
+                           f"(ray start --object-store-memory) or lower --max-shard-memory ({tail})")
+    if isinstance(exc, (ex.NodeDiedError, ex.LocalRayletDiedError)):
+        return ConfigError(f"a node of the Ray cluster was lost running shard {k} and the shard could not be "
+                           f"rerun elsewhere ({tail})")
+    if isinstance(exc, ex.ObjectLostError):
+        return ConfigError(f"the result of shard {k} was lost with its Ray node and could not be recomputed ({tail})")
+    if isinstance(exc, ex.RuntimeEnvSetupError):
+        return ConfigError(f"Ray could not set up --ray-runtime-env on a worker: {_first_line(exc)} ({tail})")
+    if isinstance(exc, ex.TaskUnschedulableError):
+        return ConfigError(f"no node of the Ray cluster can run shard {k}: {_first_line(exc)} ({tail})")
+    if isinstance(exc, ex.RayError):
+        return ConfigError(f"Ray failed running shard {k}: {_first_line(exc)} ({tail})")
+    return exc
+
+
+class _LogLines:
+    """Ray's console writer (:func:`ray._private.worker.print_to_stdstream`) into the log file instead."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def __call__(self, data: Mapping[str, Any], ignore_prefix: bool = False) -> None:
+        pid = data.get("pid", "")
+        for line in data.get("lines", ()):
+            self.fh.write(f"({pid}) {line}\n")
+        self.fh.flush()
+
+
+@contextlib.contextmanager
+def _quiet(ray: Any, log: Path) -> Iterator[None]:
+    """Ray's log lines into ``log`` for the block: its ``ray`` logger's handlers and the error messages its
+    driver relays from the cluster (both on the console otherwise)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger("ray")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    worker_mod = sys.modules.get("ray._private.worker")
+    printer = getattr(worker_mod, "print_to_stdstream", None)
+    with log.open("a", encoding="utf-8") as fh:
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.handlers = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        if worker_mod is not None and printer is not None:
+            setattr(worker_mod, "print_to_stdstream", _LogLines(fh))  # noqa: B010 (a module's function, swapped)
+        try:
+            yield
+        finally:
+            logger.handlers, logger.propagate = saved[0], saved[2]
+            logger.setLevel(saved[1])
+            if worker_mod is not None and printer is not None:
+                setattr(worker_mod, "print_to_stdstream", printer)  # noqa: B010
