@@ -97,11 +97,12 @@ def test_retrieval_agent_on_an_exact_real_backend_decides_as_the_exact_store(bac
 def test_demo_stores_writes_the_audit_and_three_checks(tmp_path: Path) -> None:
     for b in ("chroma", "qdrant", "hnswlib"):
         need(b)
-    r = CliRunner().invoke(_main.cli, ["demo", "--stores", "--out", str(tmp_path), "--resamples", "300", "--quiet"])
+    r = CliRunner().invoke(_main.cli, ["demo", "--stores", "--out", str(tmp_path), "--resamples", "300"])
     assert r.exit_code == 0, r.output
     assert "retrieval/decision pair:" in r.output
     audit_summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
-    assert set(audit_summary["retrieval"]) == {"value", "pair", "reorder", "mask"}
+    assert set(audit_summary["retrieval"]) == {"value", "pair", "reorder", "mask", "rebuild (control)"}
+    assert audit_summary["retrieval"]["rebuild (control)"]["status"] == "SAFE"  # the exact store
     verdicts = {name: json.loads((tmp_path / name / "summary.json").read_text())["migrations"]
                 for name in ("chroma-to-qdrant", "hnswlib-ef10", "hnswlib-ef200")}
     swap = next(m for m in verdicts["chroma-to-qdrant"] if m["migration"] == "backend:qdrant")

@@ -141,8 +141,12 @@ def test_audit_two_level_readouts_in_summary_console_and_report(tmp_path: Path) 
     h, f, ev = example("tool-use", n_streams=3)
     res = audit(h, f, ev, make_agent("exact", k=5), cells="value,pair,reorder,rename", n_resamples=500)
     ret = res.summary()["retrieval"]
-    assert set(ret) == {"value", "pair", "reorder"}  # rename is the identity at ρ = id: not read
+    # rename is the identity at ρ = id: not read; the same-order rebuild control comes with the cells
+    assert set(ret) == {"value", "pair", "reorder", "rebuild (control)"}
+    assert ret["rebuild (control)"]["status"] == "SAFE" and ret["rebuild (control)"]["noisy_queries"] == 0
     for cell, t in ret.items():
+        if cell == "rebuild (control)":
+            continue
         row = res.row(cell)
         assert t["n_queries"] == row.n_decisions
         assert t["counts"]["decision_changed"] == row.n_changed  # the replay's own decisions
@@ -159,8 +163,9 @@ def test_audit_two_level_readouts_in_summary_console_and_report(tmp_path: Path) 
     r = CliRunner().invoke(_main.cli, ["audit", *(x for k, p in files.items() for x in (f"--{k}", str(p))),
                                        "--agent", "replaylens.retrieval:make_agent", "--agent-param", "k=5",
                                        "--cells", "value,pair,reorder,rename", "--resamples", "500",
-                                       "--out", str(tmp_path / "out"), "--quiet"])
+                                       "--out", str(tmp_path / "out")])  # not --quiet: only verdict lines
     assert r.exit_code == 0, r.output
+    assert "retrieval/decision same-order rebuild (control): SAFE" in r.output
     assert "retrieval/decision pair: retrieval changed for 0/36 queries" in r.output
     assert "decision changed with identical retrieval: " in r.output
     saved = json.loads((tmp_path / "out" / "summary.json").read_text())

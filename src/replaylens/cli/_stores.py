@@ -46,11 +46,17 @@ def store_options(fn: F) -> F:
         click.option("--queries", "queries_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
                      help="With --store: future-task file whose texts are the queries (and menus the decision "
                           "menus); default: every distinct record text of a stream."),
-        click.option("--control-rebuilds", default=1, show_default=True, type=click.IntRange(min=1),
-                     help="With --store: same-order rebuilds that measure the store's own nondeterminism."),
+        click.option("--control-rebuilds", default=4, show_default=True, type=click.IntRange(min=1),
+                     help="With --store: same-order rebuilds of each side of a migration once a first rebuild changed "
+                          "an answer (the store's own noise; the migration is then judged by a permutation test). "
+                          "A side whose first rebuild repeats itself is read as deterministic (a census)."),
         click.option("--expect-safe", default="", metavar="MIGRATION[,MIGRATION]",
-                     help="With --store: exit 1 when one of these migrations (a name like backend:qdrant, or a kind "
-                          "like reorder) is UNSAFE."),
+                     help="With --store: exit 1 when one of these migrations (a name like backend:qdrant, a kind "
+                          "like reorder, or rebuild: the control) is UNSAFE (or INCONCLUSIVE with "
+                          "--on-inconclusive fail)."),
+        click.option("--on-inconclusive", default="pass", show_default=True, type=click.Choice(["pass", "fail"]),
+                     help="With --store and --expect-safe: what an INCONCLUSIVE expected migration does to the exit "
+                          "code (pass: 0, fail: 1)."),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -77,9 +83,11 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                     store: str, example: str | None, store_params: str, embedder: str, migrate_to: str,
                     reindex_params: str | None, store_batch: int, embedder_to: str | None, queries_path: Path | None,
                     control_rebuilds: int, expect_safe: str, explicit_ops: bool = False, policy: str = "none",
+                    on_inconclusive: str = "pass",
                     base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY", env_file: str = ".env",
                     run_dir: Path | None = None, threads: int | None = None, local_readout: str = "logits") -> None:
-    """SAFE / UNSAFE per store migration, with retrieval- and decision-level counts (exit 1: --expect-safe failed).
+    """SAFE / UNSAFE / INCONCLUSIVE per store migration, with retrieval- and decision-level counts (exit 1: an
+    --expect-safe migration is UNSAFE, or INCONCLUSIVE under ``on_inconclusive="fail"``).
     ``policy`` "none" decides by the documented rule; a model (scripted/mean, local/embedded, local/PATH.gguf,
     openai/NAME) decides with the retrieved records in its prompt, its calls journaled under ``run_dir`` (default
     OUT/llm)."""
@@ -138,7 +146,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
             if r.readout is not None and r.migration.kind != "rebuild":
                 for line in crosstab_lines("  two-level", r.readout.to_dict())[1:]:
                     click.echo(line)
-            if not r.safe and r.example is not None and r.migration.kind != "rebuild":
+            if r.status != "SAFE" and r.example is not None and r.migration.kind != "rebuild":
                 for line in example_lines(r.example):
                     click.echo(f"  {line}")
         for c in cache_counts:
@@ -155,11 +163,13 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
                                       "migrate_to": migrate_to, "reindex_params": reindex_params,
                                       "batch_size": store_batch, "embedder_to": embedder_to, "k": k, "seed": seed,
                                       "control_rebuilds": control_rebuilds, "policy": policy,
+                                      "on_inconclusive": on_inconclusive, "expect_safe": expect_safe,
                                       "local_readout": local_readout},
                            policy="best retrieved outcome" if decider is None else f"model {policy}")
         if not as_json:
             click.echo(f"wrote {out_dir}/report.html, summary.json, manifest.json")
-    failed = [r for r in results if not r.safe and any(_matches(r.name, e) for e in expected)]
+    failing = {"UNSAFE", "N/A"} | ({"INCONCLUSIVE"} if on_inconclusive == "fail" else set())
+    failed = [r for r in results if r.status in failing and any(_matches(r.name, e) for e in expected)]
     for r in failed:
         click.echo(f"expectation failed: {r.name} expected SAFE, but {r.verdict()}", err=True)
     if failed:
@@ -240,7 +250,7 @@ def run_stores_demo(run_audit: Callable[..., Any], *, out: Path, seed: int, resa
         run_store_check(events_path=None, ops=ops, seed=seed, k=5, as_json=False, out_dir=out / name, store=store,
                         example=example, store_params=params, embedder="hashing:256", migrate_to=to,
                         reindex_params=None, store_batch=1, embedder_to=None, queries_path=None,
-                        control_rebuilds=1, expect_safe="", explicit_ops=True)
+                        control_rebuilds=4, expect_safe="", explicit_ops=True)
 
 
 def retrieval_console_lines(summary: dict[str, Any]) -> list[str]:
@@ -251,5 +261,13 @@ def retrieval_console_lines(summary: dict[str, Any]) -> list[str]:
 
     out: list[str] = []
     for cell, t in summary["retrieval"].items():
+        if "verdict" in t:  # the same-order rebuild control: its verdict line first
+            out.append(f"retrieval/decision {t['verdict']}")
         out.extend(crosstab_lines(f"retrieval/decision {cell}", t))
+        if t.get("noisy_queries") and "retrieval_changed_beyond_control" in t:
+            nt = t.get("noise_test") or {}
+            p = f"; permutation test against the rebuilds: p = {nt['p_value']:.4f}" if nt else ""
+            out.append(f"  on the {t['n_queries'] - t['noisy_queries']} queries no rebuild changes: retrieval "
+                       f"changed for {t['retrieval_changed_beyond_control']}, decision for "
+                       f"{t['decisions_changed_beyond_control']}{p}")
     return out

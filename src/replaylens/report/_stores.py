@@ -21,7 +21,8 @@ def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], 
                        arguments: dict[str, Any], tool_version: str,
                        embedding_cache: list[dict[str, Any]] | None = None,
                        policy: str = "best retrieved outcome") -> Path:
-    """Write report.html, summary.json (every migration's verdict and two-level readout; ``embedding_cache``: the
+    """Write report.html, summary.json (every migration's verdict line, its status SAFE / UNSAFE / INCONCLUSIVE /
+    N/A in ``statuses`` and ``migrations[i].status``, and two-level readout; ``embedding_cache``: the
     cached embedders' counts, when any) and manifest.json."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
@@ -35,7 +36,8 @@ def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], 
                              "slot_draws": []},
                       packages=package_versions()).model_dump(mode="json")
     summary = {"format": 1, "store": base, "k": k, "seed": seed, "policy": policy, "migrations": rows,
-               "verdicts": [r["verdict"] for r in rows]}
+               "verdicts": [r["verdict"] for r in rows],
+               "statuses": {r["migration"]: r.get("status", "SAFE" if r["safe"] else "UNSAFE") for r in rows}}
     if embedding_cache:
         summary["embedding_cache"] = embedding_cache
     html = render_template("stores.html.j2", s=summary, manifest=man,

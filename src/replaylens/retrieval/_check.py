@@ -1,5 +1,6 @@
-"""``check-migration`` on real stores: every migration read at retrieval and decision level against the same-order
-rebuild control, with an example changed retrieval and, when ties drive it, the tie explanation."""
+"""``check-migration`` on real stores: every migration read at retrieval and decision level against both sides'
+same-order rebuilds (a census for a deterministic store, a permutation test for a noisy one: ``_control``), with
+an example changed retrieval and, when ties drive it, the tie explanation."""
 
 from __future__ import annotations
 
@@ -10,18 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..inference import cluster_bootstrap
 from ..rng import derive_seed
+from ._control import INCONCLUSIVE, NA, SAFE, UNSAFE, NoiseTest, disagreements, noise_test
 from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store_many, similarities
 from ._migrations import Ingestion, Migration, check_preserved, ingest_plan
 from ._policy import decide
 from ._readouts import Comparison, TwoLevel, two_level
 
-__all__ = ["StoreMigrationResult", "StreamInput", "check_store_migrations"]
+__all__ = ["CONTROL_REBUILDS", "StoreMigrationResult", "StreamInput", "check_store_migrations"]
 
 _TIE_DECIMALS = 6
-NOISY_EXTRA = 2
-"""Extra same-order rebuilds of a stream whose first control rebuilds already changed a retrieval."""
+CONTROL_REBUILDS = 4
+"""Same-order rebuilds of each side of a migration once a rebuild of either side changed an answer (the first
+rebuild is always made; a side whose first rebuild repeats it on every query is read as deterministic)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ def _read(ing: Ingestion, base_embedder: str, queries: Sequence[str], k: int) ->
 
 @dataclass
 class StoreMigrationResult:
-    """One migration's verdict: two-level readout, counts beyond the control, an example and the tie reading."""
+    """One migration's verdict (SAFE / UNSAFE / INCONCLUSIVE, or N/A when it cannot run): the two-level readout of
+    reference against migrated build, both sides' store noise, the census counts or the permutation test, an
+    example and the tie reading."""
 
     migration: Migration
     readout: TwoLevel | None
@@ -98,41 +104,81 @@ class StoreMigrationResult:
     excess: dict[str, Any] = field(default_factory=dict)
     example: dict[str, Any] | None = None
     skipped: str | None = None
+    reference_noisy: int = 0
+    target_noisy: int = 0
+    reference_builds: int = 1
+    target_builds: int = 1
+    test: NoiseTest | None = None
+    """The permutation test (None: a census, every build of both sides repeated itself)."""
 
     @property
     def name(self) -> str:
         return self.migration.name
 
     @property
+    def status(self) -> str:
+        """SAFE, UNSAFE, INCONCLUSIVE or N/A (see :mod:`replaylens.retrieval._control`)."""
+        if self.skipped is not None:
+            return NA
+        if self.migration.kind == "rebuild":
+            return SAFE if self.reference_noisy == 0 else UNSAFE
+        if self.test is None:
+            assert self.readout is not None
+            c = self.readout.counts
+            return SAFE if c["retrieval_changed"] == 0 and c["decision_changed"] == 0 else UNSAFE
+        return UNSAFE if self.test.rejects else INCONCLUSIVE
+
+    @property
     def safe(self) -> bool:
-        return self.skipped is None and self.changed_beyond_control == 0 and self.decisions_beyond_control == 0
+        return self.status == SAFE
 
     def verdict(self) -> str:
-        m = self.migration
-        if self.skipped is not None:
-            return f"{m.name}: n/a — {self.skipped}"
+        m, st, n = self.migration, self.status, self.n_queries
+        if st == NA:
+            return f"{m.name}: N/A — {self.skipped}"
         assert self.readout is not None
-        c, n = self.readout.counts, self.n_queries
-        noise = (f"the control changes {self.noisy_queries}/{n} queries (store noise), not counted"
-                 if self.noisy_queries else "the same-order rebuild control changes nothing")
+        c = self.readout.counts
         if m.kind == "rebuild":
-            if self.noisy_queries == 0:
-                return (f"rebuild (control): SAFE — a same-order rebuild returns identical top-k and decisions for "
-                        f"all {n} queries (the store is deterministic here)")
-            return (f"rebuild (control): UNSAFE — a same-order rebuild changes the top-k of {self.noisy_queries}/{n} "
-                    f"queries (the store's own nondeterminism); migrations are read against it")
-        head = "SAFE" if self.safe else "UNSAFE"
+            if st == SAFE:
+                return (f"rebuild (control): SAFE — {self.reference_builds - 1} same-order rebuild(s) return identical "
+                        f"top-k and decisions for all {n} queries (the store is deterministic here)")
+            return (f"rebuild (control): UNSAFE — same-order rebuilds change the top-k or decision of "
+                    f"{self.reference_noisy}/{n} queries ({self.reference_builds - 1} rebuilds; the store's own "
+                    f"nondeterminism); migrations are judged against it by a permutation test")
         ties = f", {self.tie_driven} of them tie-driven" if self.tie_driven else ""
-        return (f"{m.name}: {head} — beyond the control, retrieval changed for {self.changed_beyond_control}/{n} "
-                f"queries{ties} and decisions for {self.decisions_beyond_control}/{n} (all queries: "
-                f"{c['retrieval_changed']} retrievals changed, {c['set_changed']} in their set, {c['order_changed']} "
-                f"only in order); {noise}")
+        changed = (f"retrieval changed for {c['retrieval_changed']}/{n} queries{ties} and decisions for "
+                   f"{c['decision_changed']}/{n} ({c['set_changed']} in their set, {c['order_changed']} only in "
+                   f"order)")
+        if self.test is None:
+            if st == SAFE:
+                return (f"{m.name}: SAFE — retrieval and decisions identical for all {n} queries (census: every "
+                        f"rebuild of both sides repeats itself)")
+            return (f"{m.name}: UNSAFE — {changed} (census: every rebuild of both sides repeats itself, so every "
+                    f"change is the migration's)")
+        t = self.test
+        alpha = 1 - t.level
+        noise = (f"same-order rebuilds change {self.reference_noisy}/{n} queries of the reference and "
+                 f"{self.target_noisy}/{n} of the migrated store ({t.builds_per_side} builds per side)")
+        if st == UNSAFE:
+            return (f"{m.name}: UNSAFE — {changed}, beyond the store's own noise (permutation test p = "
+                    f"{t.p_value:.4f} <= {alpha:g}; {self.changed_beyond_control} on queries no rebuild changes); "
+                    f"{noise}")
+        more = ""
+        if t.min_p > alpha:
+            more = (f"; with {self.readout.n_streams} stream(s) no p-value below {t.min_p:.3g} is possible: "
+                    f"raise --control-rebuilds")
+        return (f"{m.name}: INCONCLUSIVE — the store's own noise is too large to judge: {noise}; the migration "
+                f"{changed}, p = {t.p_value:.3f} > {alpha:g}{more}")
 
     def to_dict(self) -> dict[str, Any]:
         m = self.migration
         return {"migration": m.name, "kind": m.kind, "description": m.description, "target": m.target.to_dict(),
-                "preserves": list(m.preserves), "laws_checked": self.skipped is None, "safe": self.safe,
-                "verdict": self.verdict(), "skipped": self.skipped, "n_queries": self.n_queries,
+                "preserves": list(m.preserves), "laws_checked": self.skipped is None, "status": self.status,
+                "safe": self.safe, "verdict": self.verdict(), "skipped": self.skipped, "n_queries": self.n_queries,
+                "judged_by": None if self.skipped is not None else "census" if self.test is None else "permutation",
+                "test": self.test.to_dict() if self.test is not None else None,
+                "reference_builds": self.reference_builds, "target_builds": self.target_builds,
+                "reference_noisy_queries": self.reference_noisy, "target_noisy_queries": self.target_noisy,
                 "retrieval_changed_beyond_control": self.changed_beyond_control,
                 "decisions_changed_beyond_control": self.decisions_beyond_control,
                 "changed_on_noisy_queries": self.changed_on_noisy, "control_noisy_queries": self.noisy_queries,
@@ -175,37 +221,38 @@ def _tie_reading(comp: Comparison, exact: Mapping[str, float], order_before: Map
 
 
 def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migrations: Sequence[Migration], *,
-                           k: int = 5, seed: int = 0, control_rebuilds: int = 1, n_resamples: int = 2000,
-                           level: float = 0.95, decider: Any = None) -> list[StoreMigrationResult]:
-    """Read every migration against the reference build and the same-order rebuild control.
+                           k: int = 5, seed: int = 0, control_rebuilds: int = CONTROL_REBUILDS,
+                           n_resamples: int = 2000, level: float = 0.95, decider: Any = None
+                           ) -> list[StoreMigrationResult]:
+    """Judge every migration against both sides' same-order rebuilds (:mod:`replaylens.retrieval._control`).
 
-    Each stream's store is built once as the reference and ``control_rebuilds`` more times the same way (more,
-    :data:`NOISY_EXTRA`, when one already differs); a query whose top-k any rebuild changes is *noisy*: its
-    changes under a migration are counted apart (``changed_on_noisy``), never as the migration's effect.  A
-    migration is SAFE when no other query changes its retrieval or its decision.
+    Each stream's reference store is built twice (the reference and one rebuild: the control), and so is each
+    migration's store.  When no rebuild changes any answer the verdict is a census (0 changed queries: SAFE).
+    When one does — on either side — both sides of that migration are built ``1 + control_rebuilds`` times
+    and the migration is UNSAFE only when a permutation test of its change rate against the rebuilds' rejects at
+    ``1 - level``, else INCONCLUSIVE.  A query whose answer any rebuild of either side changes is *noisy*; changes
+    on the other queries are counted as ``changed_beyond_control``.
 
     Decisions follow the documented rule (:func:`~replaylens.retrieval.decide`), or, with ``decider`` (a
     :class:`~replaylens.retrieval._model.ModelDecider`), a model reading the retrieved records in its prompt: each
-    distinct (stream, query, retrieved ids) is asked once, the reference's and the control's in one batch, each
-    migration's in one more (journaled under the decider's run directory; a rerun resumes without calls).
+    distinct (stream, query, retrieved ids) is asked once, in one batch per round of builds (journaled under the
+    decider's run directory; a rerun resumes without calls).
     """
-    ref_of: dict[str, list[Retrieved]] = {}
-    noisy: dict[str, list[bool]] = {}
-    control_comps: list[Comparison] = []
+    if control_rebuilds < 1:
+        raise ConfigError(f"control_rebuilds must be at least 1; got {control_rebuilds}")
     by_id = {s.name: {it.id: it for it in s.items} for s in streams}
-
     memo: dict[tuple[str, str, tuple[str, ...]], str] = {}
 
     def records(s: StreamInput, r: Retrieved) -> list[MemoryItem]:
         return [by_id[s.name][i] for i in r.ids if i in by_id[s.name]]
 
-    def prefetch(asks: Sequence[tuple[StreamInput, Sequence[str], Sequence[Retrieved]]]) -> None:
+    def prefetch(asks: Sequence[tuple[StreamInput, Sequence[Retrieved]]]) -> None:
         """Ask the decider, in one batch, for every (stream, query, retrieval) not yet decided."""
         if decider is None:
             return
         todo: dict[tuple[str, str, tuple[str, ...]], tuple[str, list[MemoryItem], tuple[str, ...]]] = {}
-        for s, qs, rs in asks:
-            for q, r in zip(qs, rs, strict=True):
+        for s, rs in asks:
+            for q, r in zip(s.queries, rs, strict=True):
                 key = (s.name, q, r.ids)
                 if key not in memo and key not in todo:
                     todo[key] = (q, records(s, r), s.menu)
@@ -215,34 +262,43 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
     def dec(s: StreamInput, q: str, r: Retrieved) -> str:
         return decide(records(s, r), s.menu) if decider is None else memo[(s.name, q, r.ids)]
 
-    ref_ings = {s.name: Ingestion(base, s.items) for s in streams}
-    first_again: dict[str, list[Retrieved]] = {}
-    for s in streams:
-        ref_of[s.name] = _read(ref_ings[s.name], base.embedder, s.queries, k)
+    def answers(s: StreamInput, rs: Sequence[Retrieved]) -> list[tuple[tuple[str, ...], str]]:
+        return [(r.ids, dec(s, q, r)) for q, r in zip(s.queries, rs, strict=True)]
+
+    def grow(builds: dict[str, list[list[Retrieved]]], ings: dict[str, Ingestion], n: int) -> None:
+        """Build every stream's side until it has ``n`` builds (decisions fetched in one batch)."""
+        new: list[tuple[StreamInput, Sequence[Retrieved]]] = []
+        for s in streams:
+            while len(builds[s.name]) < n:
+                builds[s.name].append(_read(ings[s.name], base.embedder, s.queries, k))
+                new.append((s, builds[s.name][-1]))
+        prefetch(new)
+
+    def noisy_flags(s: StreamInput, builds: Sequence[Sequence[Retrieved]]) -> list[bool]:
+        first = answers(s, builds[0])
         flags = [False] * len(s.queries)
-        done, todo = 0, control_rebuilds
-        while done < todo:  # a stream whose rebuild is noisy gets NOISY_EXTRA more, to find its noisy queries
-            done += 1
-            again = _read(ref_ings[s.name], base.embedder, s.queries, k)
-            for j, (r0, r1) in enumerate(zip(ref_of[s.name], again, strict=True)):
-                flags[j] = flags[j] or r0.ids != r1.ids
-            if done == 1:  # the control's readout: the first rebuild (the extra ones only find noisy queries)
-                first_again[s.name] = again
-            if any(flags):
-                todo = control_rebuilds + NOISY_EXTRA
-        noisy[s.name] = flags
-    prefetch([(s, s.queries, ref_of[s.name]) for s in streams]
-             + [(s, s.queries, first_again[s.name]) for s in streams])
-    for s in streams:
-        control_comps.extend(Comparison(s.name, q, r0, r1, dec(s, q, r0), dec(s, q, r1))
-                             for q, r0, r1 in zip(s.queries, ref_of[s.name], first_again[s.name], strict=True))
+        for b in builds[1:]:
+            flags = [f or x != y for f, x, y in zip(flags, first, answers(s, b), strict=True)]
+        return flags
+
+    full = 1 + control_rebuilds
+    ref_ings = {s.name: Ingestion(base, s.items) for s in streams}
+    ref: dict[str, list[list[Retrieved]]] = {s.name: [] for s in streams}
+    grow(ref, ref_ings, 2)
+    if any(any(noisy_flags(s, ref[s.name])) for s in streams):
+        grow(ref, ref_ings, full)
+    ref_noisy = {s.name: noisy_flags(s, ref[s.name]) for s in streams}
+    control_comps = [Comparison(s.name, q, r0, r1, dec(s, q, r0), dec(s, q, r1))
+                     for s in streams for q, r0, r1 in zip(s.queries, ref[s.name][0], ref[s.name][1], strict=True)]
     n_q = sum(len(s.queries) for s in streams)
-    n_noisy = sum(sum(f) for f in noisy.values())
+    n_ref_noisy = sum(sum(f) for f in ref_noisy.values())
     results: list[StoreMigrationResult] = []
     control_tl = two_level(control_comps, seed=seed, name="rebuild", n_resamples=n_resamples, level=level)
     for m in migrations:
         if m.kind == "rebuild":
-            results.append(StoreMigrationResult(m, control_tl, n_queries=n_q, noisy_queries=n_noisy))
+            n_b = len(ref[streams[0].name]) if streams else 1
+            results.append(StoreMigrationResult(m, control_tl, n_queries=n_q, noisy_queries=n_ref_noisy,
+                                                reference_noisy=n_ref_noisy, reference_builds=n_b))
             continue
         if m.skip is not None:
             results.append(StoreMigrationResult(m, None, n_queries=n_q, skipped=m.skip))
@@ -253,27 +309,43 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
                 results.append(StoreMigrationResult(m, None, n_queries=n_q, skipped=f"the embedders' dimensions "
                                                     f"differ ({d0} vs {d1}): no index can hold both"))
                 continue
+        ings: dict[str, Ingestion] = {}
+        for s in streams:
+            ings[s.name] = ingest_plan(m, s.items, seed=seed, stream=s.name)
+            check_preserved(m, ref_ings[s.name], ings[s.name], stream=s.name)
+        tgt: dict[str, list[list[Retrieved]]] = {s.name: [] for s in streams}
+        grow(tgt, ings, 2)
+        noisy_t = {s.name: noisy_flags(s, tgt[s.name]) for s in streams}
+        test = None
+        if any(any(f) for f in noisy_t.values()) or n_ref_noisy:
+            grow(ref, ref_ings, full)
+            grow(tgt, ings, full)
+            noisy_t = {s.name: noisy_flags(s, tgt[s.name]) for s in streams}
+            ref_noisy = {s.name: noisy_flags(s, ref[s.name]) for s in streams}
+            n_ref_noisy = sum(sum(f) for f in ref_noisy.values())
+            mats = [disagreements([answers(s, b) for b in (*ref[s.name][:full], *tgt[s.name][:full])])
+                    for s in streams]
+            test = noise_test(mats, full, seed=seed, name=m.name, level=level)
+        noisy = {s.name: [a or b for a, b in zip(ref_noisy[s.name], noisy_t[s.name], strict=True)] for s in streams}
+        res = StoreMigrationResult(m, None, n_queries=n_q, noisy_queries=sum(sum(f) for f in noisy.values()),
+                                   reference_noisy=n_ref_noisy, target_noisy=sum(sum(f) for f in noisy_t.values()),
+                                   reference_builds=len(ref[streams[0].name]) if streams else 1,
+                                   target_builds=len(tgt[streams[0].name]) if streams else 1, test=test)
         comps: list[Comparison] = []
-        res = StoreMigrationResult(m, None, n_queries=n_q, noisy_queries=n_noisy)
-        plans: dict[str, tuple[Ingestion, list[Retrieved]]] = {}
         for s in streams:
-            ing = ingest_plan(m, s.items, seed=seed, stream=s.name)
-            check_preserved(m, ref_ings[s.name], ing, stream=s.name)
-            plans[s.name] = (ing, _read(ing, base.embedder, s.queries, k))
-        prefetch([(s, s.queries, plans[s.name][1]) for s in streams])
-        for s in streams:
-            ing, after = plans[s.name]
+            ing, after = ings[s.name], tgt[s.name][0]
+            r_first = ref[s.name][0]
             order_b = {it.id: i for i, it in enumerate(s.items)}
             order_a = {ing.id_back.get(it.id, it.id): i for i, it in enumerate(ing.items)}
             same_emb = m.kind not in ("embedder", "half-embedder")
-            for j, (q, r0, r1) in enumerate(zip(s.queries, ref_of[s.name], after, strict=True)):
+            for j, (q, r0, r1) in enumerate(zip(s.queries, r_first, after, strict=True)):
                 c = Comparison(s.name, q, r0, r1, dec(s, q, r0), dec(s, q, r1))
                 comps.append(c)
                 if noisy[s.name][j]:
                     res.changed_on_noisy += c.retrieval_changed or c.decision_changed
-                    continue
-                res.changed_beyond_control += c.retrieval_changed
-                res.decisions_beyond_control += c.decision_changed
+                else:
+                    res.changed_beyond_control += c.retrieval_changed
+                    res.decisions_beyond_control += c.decision_changed
                 if not c.retrieval_changed:
                     if c.decision_changed and res.example is None:
                         res.example = {"stream": s.name, "query": q, "before": [], "after": [],
@@ -299,6 +371,10 @@ def check_store_migrations(streams: Sequence[StreamInput], base: StoreSpec, migr
         res.readout = two_level(comps, seed=seed, name=m.name, n_resamples=n_resamples, level=level)
         res.excess = _excess(comps, control_comps, seed=seed, name=m.name, n_resamples=n_resamples, level=level)
         results.append(res)
+    for r in results:  # the control counts every reference rebuild made (more when a migration's test asked)
+        if r.migration.kind == "rebuild":
+            r.reference_noisy = r.noisy_queries = n_ref_noisy
+            r.reference_builds = len(ref[streams[0].name]) if streams else 1
     return results
 
 

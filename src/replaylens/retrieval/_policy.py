@@ -96,6 +96,23 @@ class RetrievalAgent:
             out.append(self._cache[(fp, q)])
         return out
 
+    def retrieve_fresh(self, state: tuple[MemoryItem, ...], queries: Sequence[str]) -> list[Retrieved]:
+        """Top-k of every query over a *new* build of a store holding ``state`` (the cache neither read nor
+        written): the same-order rebuild that measures the store's own noise."""
+        if not state:
+            return [Retrieved((), ()) for _ in queries]
+        with build_store(self.spec, state) as store:
+            return query_store_many(store, list(queries), self.k)
+
+    def decide_retrieved(self, state: tuple[MemoryItem, ...], texts: Sequence[str], rs: Sequence[Retrieved],
+                         menus: Sequence[tuple[str, ...]]) -> list[str]:
+        """The decisions of the rule (or the model decider) for given retrievals over ``state``."""
+        if self.decider is None:
+            return [self._decide(state, r, m) for r, m in zip(rs, menus, strict=True)]
+        by_id = {it.id: it for it in state}
+        return list(self.decider.decide([(t, [by_id[i] for i in r.ids if i in by_id], m)
+                                         for t, r, m in zip(texts, rs, menus, strict=True)]))
+
     def _decide(self, state: tuple[MemoryItem, ...], r: Retrieved, menu: Sequence[str]) -> str:
         by_id = {it.id: it for it in state}
         return decide([by_id[i] for i in r.ids if i in by_id], menu)
@@ -103,12 +120,7 @@ class RetrievalAgent:
     # -- policy
     def _decide_all(self, state: tuple[MemoryItem, ...], texts: Sequence[str], menus: Sequence[tuple[str, ...]]
                     ) -> list[str]:
-        rs = self.retrieve_many(state, texts)
-        if self.decider is None:
-            return [self._decide(state, r, m) for r, m in zip(rs, menus, strict=True)]
-        by_id = {it.id: it for it in state}
-        return list(self.decider.decide([(t, [by_id[i] for i in r.ids if i in by_id], m)
-                                         for t, r, m in zip(texts, rs, menus, strict=True)]))
+        return self.decide_retrieved(state, texts, self.retrieve_many(state, texts), menus)
 
     def act(self, state: tuple[MemoryItem, ...], task: FutureInput, menu: tuple[str, ...],
             rng: np.random.Generator) -> str:

@@ -56,7 +56,9 @@ class FaissStore(_Vectors):
     """FAISS over unit vectors: ``index="flat"`` (IndexFlatIP, exact inner product = cosine similarity, the
     default) or ``index="hnsw"`` (IndexHNSWFlat, inner product; params ``M``, ``ef_construction``, ``ef``).
     FAISS has no ids of its own: every ``add`` appends, so re-adding an id stores a second copy (both can be
-    retrieved). ``threads`` sets FAISS's OpenMP thread count, which is process-wide. With ``path`` the index is
+    retrieved). ``threads`` sets FAISS's OpenMP thread count, which is process-wide (default: FAISS's own for the
+    flat index, whose build is deterministic anyway; **1** for ``hnsw``, whose multi-threaded insertion order is
+    not reproducible). With ``path`` the index is
     written on ``close()`` (faiss.write_index) and read back on construction.
     """
 
@@ -69,7 +71,7 @@ class FaissStore(_Vectors):
         m = p.get_int("M", 32, low=2)
         efc = p.get_int("ef_construction", 40, low=1)
         self.ef = p.get_int("ef", 16, low=1)
-        threads = p.get_int("threads", 0, low=0)
+        threads = p.get_int("threads", 1 if kind == "hnsw" else 0, low=0)
         super().__init__(embedder, p.get_int("batch_size", 1024, low=1))
         p.done()
         self._faiss: Any = import_backend("faiss", "the faiss store")

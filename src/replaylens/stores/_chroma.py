@@ -23,7 +23,10 @@ class ChromaStore:
     an existing id is ignored, the first copy stays) or ``upsert`` (``write="upsert"``: it replaces it).
     Index params pass through to Chroma's HNSW configuration: ``ef`` (ef_search), ``ef_construction``, ``M``
     (max_neighbors), ``num_threads``, ``sync_threshold`` and ``batch_size`` (Chroma's brute-force buffer).
-    Params ``collection`` (name) and ``add_batch`` (records per add call, 256). Telemetry is off.
+    Params ``collection`` (name) and ``add_batch`` (records per Chroma ``add`` call, default 1: one record per
+    call builds the same index every time, while several records per call are inserted into the HNSW graph in a
+    nondeterministic order — measured: 20–25 of the tool-use example's 96 top-5 answers change between two
+    identical builds at 256 per call, none at 1; see docs/guide/stores/chroma.md). Telemetry is off.
     """
 
     name = "chroma"
@@ -33,7 +36,7 @@ class ChromaStore:
         p = Params("chroma", params or {})
         collection = p.get_str("collection", "replaylens")
         self.write = p.get_str("write", "add", choices=("add", "upsert"))
-        self.add_batch = p.get_int("add_batch", 256, low=1)
+        self.add_batch = p.get_int("add_batch", 1, low=1)
         hnsw: dict[str, object] = {"space": "cosine"}
         for key, name in (("ef", "ef_search"), ("ef_construction", "ef_construction"), ("M", "max_neighbors"),
                           ("num_threads", "num_threads"), ("sync_threshold", "sync_threshold"),

@@ -21,14 +21,25 @@ from ._types import (
     save_state,
 )
 
-__all__ = ["ExactStore"]
+__all__ = ["TIE_DECIMALS", "ExactStore", "rank_order"]
+
+TIE_DECIMALS = 9
+"""Scores are ranked after rounding to this many decimals: equal vectors are ties even when the float64 matrix
+product scores them one ulp apart (BLAS handles rows at a block boundary, e.g. row 128, in another order)."""
+
+
+def rank_order(scores: np.ndarray, k: int) -> list[int]:
+    """Positions of the ``k`` best ``scores`` (insertion order), best first: descending after rounding to
+    :data:`TIE_DECIMALS` decimals, ties (equal rounded scores) by insertion position (a stable sort)."""
+    return np.argsort(-np.round(scores, TIE_DECIMALS), kind="stable")[:k].tolist()
 
 
 class ExactStore:
     """Brute-force cosine similarity over every stored vector (float64 dot products of unit rows).
 
     The reference every other backend is read against: deterministic, independent of batch size, and among
-    equal scores the *first-inserted* record ranks first (a stable sort on insertion position). Re-adding an
+    equal scores (compared after rounding to :data:`TIE_DECIMALS` decimals) the *first-inserted* record ranks
+    first (a stable sort on insertion position). Re-adding an
     existing id replaces its text, vector and metadata in place (it keeps its first insertion position).
     With ``path`` the store is saved there on ``close()`` and loaded back on construction.
     """
@@ -103,7 +114,7 @@ class ExactStore:
         if not self._ids:
             return []
         s = self.scores(text)
-        order = np.argsort(-s, kind="stable")[:k].tolist()
+        order = rank_order(s, k)
         return hits_at(order, s[order].tolist(), self._ids, self._meta)
 
     def query_many(self, texts: Sequence[str], k: int) -> list[list[Hit]]:
@@ -116,7 +127,7 @@ class ExactStore:
         out = []
         for q in qs:
             s = self._matrix @ q.astype(np.float64)
-            order = np.argsort(-s, kind="stable")[:k].tolist()
+            order = rank_order(s, k)
             out.append(hits_at(order, s[order].tolist(), self._ids, self._meta))
         return out
 
