@@ -297,3 +297,29 @@ def test_t_quantile_matches_scipy() -> None:
     for df in (1, 2, 3, 7, 15, 60):
         for p in (0.9, 0.95, 0.975, 0.995, 0.05):
             assert math.isclose(t_quantile(p, df), float(stats.t.ppf(p, df)), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_an_emptied_stream_is_decided_on_an_empty_memory() -> None:
+    """An operation may remove every record of a stream: the replay cannot hold an empty stream, so its future
+    tasks are decided on the agent's initial state (the mean rule then takes the first menu action)."""
+    ex = build_operation_example(n_streams=3)
+
+    def drop_a00(records: Sequence[Record]) -> list[Record]:
+        return [] if records and records[0].stream == "a00" else list(records)
+
+    rep = check_operation(ex.history, FnOp(drop_a00), futures=ex.futures, evaluator=ex.evaluator,
+                          agents=[reference_agent("mean")])
+    d = rep.decisions[0]
+    assert rep.records_after == len(ex.history) - 80 and d.n_decisions == 3 * 2 * 12
+    base = check_operation(ex.history, "dedup", futures=ex.futures, evaluator=ex.evaluator,
+                           agents=[reference_agent("mean")])
+    assert base.decisions[0].n_changed == 0
+    # every a00 decision is now the first menu action "make"; the other streams' decisions are unchanged
+    from replaylens.replay import replay
+
+    before = replay(ex.history, ex.futures, ex.evaluator, reference_agent("mean"), cells="", maps="")
+    acts = np.asarray(before.plan.labels)[before.actions[0, 0, 0, 0]]
+    in_a00 = np.asarray([before.plan.streams[int(i)] == "a00" for i in before.stream_idx])
+    assert d.n_changed == int((acts[in_a00] != "make").sum()) > 0
+    with pytest.raises(OperationError, match="no record is left"):
+        apply_operation(ex.history, FnOp(lambda rs: []), "forget-all")

@@ -295,7 +295,7 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
                    "path/to/file.py:factory (modules beside the file can be imported). Repeat it to audit several "
                    "agents on one prepared plan (OUT/<agent>/ each, one OUT/report.html comparing them).")
 @click.option("--agent-param", multiple=True, metavar="KEY=JSON", help="Keyword argument for the agent factory.")
-@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", default=None, type=click.Path(path_type=Path),   # a file there: one line (make_dir)
               help="Output directory: each audit that is not a resume is a run of its own in OUT/runs/, the latest "
                    "linked as OUT/report.html, OUT/summary.json, ...")
 @click.option("--model", default=None, help="With --agent llm: openai/NAME (any OpenAI-compatible endpoint), "

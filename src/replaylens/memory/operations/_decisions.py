@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ...agents import Agent, as_agent
+from ...agents import Agent, FutureInput, as_agent
+from ...errors import AgentRaised
 from ...readouts import pool_tasks
 from ...records import Evaluator, FutureTasks, History
 from ...replay import Decisions, replay
+from ...rng import derive_rng
 
 __all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response",
            "t_quantile"]
@@ -129,6 +131,17 @@ def _keys(dec: Decisions) -> list[tuple[str, str]]:
     return list(zip([streams[int(i)] for i in dec.stream_idx], dec.task_ids.tolist(), strict=True))
 
 
+def _act_empty(ag: Agent, t: Any, repeat: int, seed: int) -> str:
+    """The agent's decision for future task ``t`` with an empty memory (its stream's records all removed)."""
+    task = FutureInput(t.stream, t.family, t.context, t.task, t.index, 0, t.metadata)
+    rng = derive_rng(seed, "operation-empty-stream", t.stream, t.task, repeat)
+    try:
+        return str(ag.policy.act(ag.writer.init_state(), task, tuple(t.menu), rng))
+    except Exception as exc:
+        raise AgentRaised(ag.name, "act", {"stream": t.stream, "future task": t.task, "memory": "empty"}, exc) \
+            from exc
+
+
 def _census(n_changed: int, n: int, margin: float) -> str:
     m = Fraction(str(margin))
     return SAFE if n_changed * m.denominator <= m.numerator * n else UNSAFE
@@ -142,12 +155,25 @@ def decision_response(history: History, operated: History, futures: FutureTasks,
     p = repeats if repeats is not None else (2 if ag.stochastic else 1)
     kw: dict[str, Any] = {"cells": "", "maps": "", "repeats": p, "seed": seed, "rng": rng}
     d0 = replay(history, futures, evaluator, ag, **kw)
-    d1 = replay(operated, futures, evaluator, ag, **kw)
-    k0, k1 = _keys(d0), _keys(d1)
-    y0, y1 = _labels(d0), _labels(d1)
-    if k0 != k1:   # a stream the operation emptied is planned elsewhere: align by (stream, task)
-        pos = {k: i for i, k in enumerate(k1)}
-        y1 = y1[:, [pos[k] for k in k0]]
+    kept = set(operated.streams)
+    emptied = [s for s in history.streams if s not in kept]
+    rest = futures if not emptied else FutureTasks(tuple(t for t in futures.tasks if t.stream in kept),
+                                                   source=futures.source)
+    d1 = replay(operated, rest, evaluator, ag, **kw) if rest.tasks else None
+    k0 = _keys(d0)
+    y0 = _labels(d0)
+    got: dict[tuple[str, str], int] = {}
+    y1 = np.empty_like(y0)
+    if d1 is not None:
+        for i, key in enumerate(_keys(d1)):
+            got[key] = i
+        y1_rest = _labels(d1)
+    empty = {(t.stream, t.task): t for t in futures.tasks if t.stream not in kept}
+    for j, key in enumerate(k0):
+        if key in got:
+            y1[:, j] = y1_rest[:, got[key]]
+        else:   # a stream the operation emptied: the agent decides on its initial state
+            y1[:, j] = [_act_empty(ag, empty[key], r, seed) for r in range(p)]
     changed = y0[0] != y1[0]
     n, n_changed = int(changed.size), int(changed.sum())
     util = d0.utility
