@@ -323,3 +323,23 @@ def test_an_emptied_stream_is_decided_on_an_empty_memory() -> None:
     assert d.n_changed == int((acts[in_a00] != "make").sum()) > 0
     with pytest.raises(OperationError, match="no record is left"):
         apply_operation(ex.history, FnOp(lambda rs: []), "forget-all")
+
+
+@pytest.mark.parametrize("cell", ["value", "pair", "key_slot", "reorder", "mask"])
+def test_relations_agree_with_each_cells_declared_laws(cell: str) -> None:
+    """A replay cell applied as an operation: every law the cell declares that a relation here names holds."""
+    from replaylens.interventions import Law, apply_cell, get_cell
+
+    sub = make_bandit(n_streams=4)
+    moved = apply_cell(sub.history, cell, seed=5)
+    per = stream_records(moved)
+    held = {r.relation: r.held for r in check_relations(stream_records(sub.history), per)}
+    laws = get_cell(cell).preserves
+    for law, rel in ((Law.PAIR_MULTISET, "pair_multiset"), (Law.KEY_SEQUENCE, "key_sequence"),
+                     (Law.RECORD_COUNT, "record_count")):
+        if law in laws:
+            assert held[rel], (cell, rel)
+    if cell in ("value", "key_slot", "mask"):   # outcomes move to other keys or vanish: new (key, outcome) pairs
+        assert not held["key_outcome_binding"]
+    if cell in ("pair", "reorder"):
+        assert held["key_outcome_binding"] and held["visibility"] and not held["key_sequence"]
