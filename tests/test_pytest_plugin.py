@@ -82,3 +82,36 @@ def test_a_stochastic_agent_is_judged_on_the_repeat_corrected_interval() -> None
     for seed in (0, 1, 2):
         res = assert_invariant(agent, cells="pair,reorder", seed=seed, n_streams=8, n_future=8, n_resamples=500)
         assert res.row("pair").action_name.startswith("T_gr") and res.row("pair").n_changed > 0
+
+
+def test_identical_audits_run_once_per_session() -> None:
+    """Issue 48: an assertion on the same agent, inputs and plan reuses the session's audit."""
+    first = assert_invariant("mean", cells="pair", n_streams=4, n_future=4, n_resamples=200)
+    again = assert_invariant("mean", cells="pair", n_streams=4, n_future=4, n_resamples=200)
+    other = assert_invariant("mean", cells="pair", n_streams=4, n_future=4, n_resamples=200, seed=3)
+    assert again is first and other is not first
+
+
+SEEDED = '''
+from replaylens.pytest_plugin import assert_invariant
+
+
+def test_one():
+    res = assert_invariant("mean", cells="pair", n_streams=4, n_future=4)
+    assert res.seed == 7 and res.n_resamples == 300
+
+
+def test_two():
+    assert_invariant("count", cells="pair", n_streams=4, n_future=4)
+'''
+
+
+def test_seed_resamples_and_report_dir_options(tmp_path: Path) -> None:
+    """Issue 48: --replaylens-seed / --replaylens-resamples set the helpers' defaults; --replaylens-report-dir
+    writes each audited test's report under its own directory."""
+    (tmp_path / "test_seeded.py").write_text(SEEDED, encoding="utf-8")
+    res = _pytest(str(tmp_path / "test_seeded.py"), "--replaylens-seed", "7", "--replaylens-resamples", "300",
+                  "--replaylens-report-dir", str(tmp_path / "rep"), cwd=tmp_path)
+    assert res.returncode == 0 and re.search(r"\b2 passed\b", res.stdout), res.stdout[-3000:]
+    reports = sorted(p.parent.name for p in (tmp_path / "rep").glob("*/report.html"))
+    assert reports == ["test_seeded.py_test_one", "test_seeded.py_test_two"]
