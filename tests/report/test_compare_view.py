@@ -104,11 +104,13 @@ def test_view_prints_the_path_and_refuses_a_directory_without_report(runs: tuple
     opened: list[str] = []
     monkeypatch.setattr("webbrowser.open", lambda url, *a, **k: opened.append(url))
     res = CliRunner().invoke(cli, ["view", str(runs[0])])
-    assert res.exit_code == 0 and res.output.strip() == str((runs[0] / "report.html").resolve())
+    # the stable OUT/report.html (a link to the latest result set), never the .results-XXXX/ it now leads to
+    assert res.exit_code == 0 and res.output.strip() == os.path.abspath(runs[0] / "report.html")
+    assert ".results" not in res.output
     assert opened == []  # no display: only the path
     monkeypatch.setenv("DISPLAY", ":0")
     assert CliRunner().invoke(cli, ["view", str(runs[0])]).exit_code == 0
-    assert opened == [(runs[0] / "report.html").resolve().as_uri()]
+    assert opened == [Path(os.path.abspath(runs[0] / "report.html")).as_uri()]
     res = CliRunner().invoke(cli, ["view", str(tmp_path)])
     assert res.exit_code == 2 and "no report here" in res.output and len(res.output.strip().splitlines()) == 1
 

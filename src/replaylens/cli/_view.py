@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -16,7 +17,13 @@ import click
 from ._app import cli, user_errors
 
 
-def report_path(out: Path) -> Path:
+def stable(p: Path) -> Path:
+    """``p`` made absolute without resolving links: OUT/report.html stays OUT/report.html (a link that always
+    leads to OUT's latest result set), never the internal ``.results-XXXX/report.html`` the next run removes."""
+    return Path(os.path.abspath(p))
+
+
+def report_path(out: Path, *, served: bool = False) -> Path:
     """OUT/report.html (or OUT itself when it is an .html file); a one-line error when there is none."""
     from ..errors import InputError
 
@@ -25,11 +32,11 @@ def report_path(out: Path) -> Path:
         from ..report import find_runs, write_index
 
         if find_runs(out):
-            return write_index(out).resolve()
+            return stable(write_index(out, served=served))
     if not p.is_file():
         raise InputError(str(p), None, None, "no report here (run `replaylens audit --out DIR` or `replaylens demo` "
                                              "first, or give the .html file of a comparison)")
-    return p.resolve()
+    return stable(p)
 
 
 def has_display() -> bool:
@@ -40,8 +47,18 @@ def has_display() -> bool:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
+    live_index: Path | None = None  # a run index rewritten before each request for it (``view DIR --serve``)
+
     def log_message(self, format: str, *args: Any) -> None:
         return
+
+    def do_GET(self) -> None:
+        if self.live_index is not None and self.path.split("?")[0] in ("/", f"/{self.live_index.name}"):
+            from ..report import write_index
+
+            with contextlib.suppress(OSError):  # else the page written last is served
+                write_index(self.live_index.parent, served=True)
+        super().do_GET()
 
 
 @cli.command()
@@ -58,22 +75,26 @@ class _Quiet(SimpleHTTPRequestHandler):
 def view(out: Path, serve: bool, port: int, max_seconds: float | None, no_browser: bool, as_index: bool) -> None:
     """Show the report of an audit directory OUT (or a comparison page OUT.html): print its path, open it in a
     browser when a display exists, or serve it on 127.0.0.1 with --serve.  On a directory of runs, write
-    OUT/index.html listing each run (agent, date, inputs hash, cells, verdict) with a link to its report."""
+    OUT/index.html listing each run (agent, date, seed, rng, repeats, cells, verdicts, inputs hash; sortable and
+    filterable) with its report, a comparison with the previous run of the same plan and the decisions that changed
+    per cell (OUT/index_files/); while a run is in progress the page reloads itself (--serve rewrites it each
+    time).  The path printed is stable: OUT/report.html, never the result set it currently leads to."""
     if as_index:
         from ..errors import InputError
         from ..report import write_index
 
         if not out.is_dir():
             raise InputError(str(out), None, None, "not a directory (--index lists the runs under a directory)")
-        page = write_index(out).resolve()
+        page = stable(write_index(out, served=serve))
     else:
-        page = report_path(out)
+        page = report_path(out, served=serve)
     if not serve:
         click.echo(str(page))
         if not no_browser and has_display():
             webbrowser.open(page.as_uri())
         return
-    handler = functools.partial(_Quiet, directory=str(page.parent))
+    live = type("_Live", (_Quiet,), {"live_index": page if page.name == "index.html" else None})
+    handler = functools.partial(live, directory=str(page.parent))
     with ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/{page.name}"
         click.echo(url)
