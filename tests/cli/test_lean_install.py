@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 BLOCKED = ("replaylens.paper", "scipy", "sklearn", "openai", "llama_cpp", "ray", "chromadb", "qdrant_client",
-           "langgraph", "faiss", "hnswlib", "mem0", "wordllama")
+           "langgraph", "faiss", "hnswlib", "mem0", "wordllama", "lancedb")
 
 _BLOCKER = textwrap.dedent("""
     import os
@@ -65,6 +65,10 @@ def test_product_commands_run_with_the_paper_wing_and_extras_blocked(tmp_path: P
     assert res.returncode == 0, res.stderr
     res = _run(tmp_path, "view", str(tmp_path / "a"), "--no-browser")
     assert res.returncode == 0 and res.stdout.strip().endswith("report.html"), res.stderr
+    res = _run(tmp_path, "check-operation", "--demo")
+    assert res.returncode == 0 and "keep-latest: UNSAFE for mean, SAFE for latest" in res.stdout, res.stderr
+    res = _run(tmp_path, "check-store", "--demo")   # the declared wordllama embedder is an extra
+    assert res.returncode == 2 and "pip install 'replaylens[stores]'" in res.stderr, res.stderr
 
 
 def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
@@ -81,8 +85,8 @@ def test_help_lists_the_product_commands_and_one_paper_group(tmp_path: Path) -> 
                          check=True)
     listed = res.stdout.split("Commands:")[1].split("\n\n")[0]
     names = {line.split()[0] for line in listed.splitlines() if line.strip()}
-    assert names == {"audit", "check-migration", "check-writer", "compare", "demo", "llm", "paper", "validate",
-                     "view"}
+    assert names == {"audit", "check-migration", "check-operation", "check-store", "check-writer", "compare", "demo",
+                     "llm", "paper", "validate", "view"}
     paper = subprocess.run([sys.executable, "-m", "replaylens", "paper", "--help"], capture_output=True, text=True,
                            check=True).stdout
     for cmd in ("reproduce", "data", "joint", "memory-audit", "tools", "reanalyze"):
