@@ -86,7 +86,7 @@ def test_an_edited_then_switched_agent_is_a_new_run_and_every_run_is_kept(inputs
 
     back = _run([*base, "--agent", _agent(tmp_path)])   # the first agent's code again: its kept run resumes
     assert back.exit_code == 0, back.output
-    assert "replay already complete" in back.stderr and "resuming it" in back.stderr and len(_runs(out)) == 3
+    assert "replay already complete" in back.stderr and "resuming the kept run" in back.stderr and len(_runs(out)) == 3
     assert os.readlink(out / ".results") == f"runs/{run1.name}/.results"
     assert (out / "summary.json").read_bytes() == kept
 

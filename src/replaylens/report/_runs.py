@@ -36,13 +36,15 @@ class OutRuns:
         self.overwrite = overwrite
         self.announce = announce
         self.fresh_out = not (out.exists() or out.is_symlink())
+        self.held = False   # this invocation holds OUT's lock (only then is anything removed after a failure)
         self.run: Path | None = None
         self.made_run = False
         self.previous: Path | None = None
 
     def check(self) -> None:
-        """Under OUT's lock, before any replay: refuse what is in the way of the result links, and move a run an
+        """Once OUT's lock is held, before any replay: refuse what is in the way of the result links, and move a run an
         earlier ReplayLens kept in OUT itself into ``OUT/runs/``."""
+        self.held = True
         check_slots(self.out, self.names)
         moved = move_earlier_layout(self.out, Journal.digest, "earlier", self.names)
         if moved is not None:
@@ -61,16 +63,17 @@ class OutRuns:
         if found is not None:
             self.run = found
             if prev is not None and prev != found:
-                self.announce(f"run {self._rel(found)}: the same inputs, agent and plan as this kept run; "
-                              "resuming it")
+                self.announce(f"resuming the kept run {self._rel(found)} (the same inputs, agent, code and plan); "
+                              "it is the latest again")
             return found / "journal"
         self.run = new_run(self.out, digest, self.label)
         self.made_run = True
         if prev is not None:
             old = Journal.stored(prev / "journal")
             why = Journal.change(old, key) if old is not None else "a different run"
-            kept = "replaces" if self.overwrite else "is kept beside it"
-            self.announce(f"new run {self._rel(self.run)} ({why}); the earlier run {self._rel(prev)} {kept}")
+            kept = (f"it replaces the earlier run {self._rel(prev)}" if self.overwrite else
+                    f"the earlier run {self._rel(prev)} is kept beside it")
+            self.announce(f"new run {self._rel(self.run)} ({why}); {kept}")
         return self.run / "journal"
 
     def publish(self) -> None:
@@ -83,7 +86,10 @@ class OutRuns:
 
     def failed(self) -> None:
         """After a failure: remove the run directory this invocation made when it holds no finished shard, then
-        ``OUT/runs`` and OUT themselves when this invocation made them and they are empty."""
+        ``OUT/runs`` and OUT themselves when this invocation made them and they are empty (only when it held OUT's
+        lock: another run's directory is never touched)."""
+        if not self.held:
+            return
         if self.run is not None and self.made_run and not _has_work(self.run):
             remove_ours(self.run)
         if self.fresh_out:
