@@ -121,3 +121,15 @@ def test_store_option_adds_the_retrieval_level_response() -> None:
     code, out = _run("--history", str(EX / "history.jsonl"), "--future", str(EX / "future.jsonl"), "--op", "dedup",
                      "--store", "exact", "--store-params", "[1]")
     assert code == 2 and "--store-params must be a JSON object" in out
+
+
+def test_canary_where_predicate_from_a_file(tmp_path: Path) -> None:
+    pred = tmp_path / "canary.py"
+    pred.write_text("def last(record):\n    return record.slot == 39\n\ndef boom(record):\n    raise KeyError('x')\n")
+    code, out = _run("--history", str(EX / "history.jsonl"), "--op", "keep-latest", "--canary-where", f"{pred}:last")
+    assert code == 0 and "canaries (declared): ok — 8 of 8 canaries survive intact" in out, out
+    code, out = _run("--history", str(EX / "history.jsonl"), "--op", "forget-count:1", "--canary-where",
+                     f"{pred}:last", "--canary", "a00-000")
+    assert code == 1 and "8 of 9 canaries survive intact" in out and "a00-000 (stream a00, slot 0" in out
+    code, out = _run("--history", str(EX / "history.jsonl"), "--op", "dedup", "--canary-where", f"{pred}:boom")
+    assert code == 3 and "the canary predicate" in out and "canary.py:5" in out
