@@ -181,7 +181,7 @@ class Ray:
                     try:
                         arrays = ray.get(r)
                     except Exception as exc:
-                        raise _first_failure(ray, pending, k, exc, log) from None
+                        raise _first_failure(ray, pending, k, exc, log, job.shards) from None
                     finished += 1
                     yield k, arrays
                 while len(pending) < view.window():
@@ -267,7 +267,8 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
-def _first_failure(ray: Any, pending: dict[Any, int], k: int, exc: BaseException, log: Path) -> BaseException:
+def _first_failure(ray: Any, pending: dict[Any, int], k: int, exc: BaseException, log: Path,
+                   shards: Sequence[Sequence[str]]) -> BaseException:
     """The error a serial run would have raised first: shards before ``k`` still in flight are waited for, and the
     lowest failing one's error is turned into one line (:func:`_as_error`)."""
     failures = {k: exc}
@@ -279,12 +280,13 @@ def _first_failure(ray: Any, pending: dict[Any, int], k: int, exc: BaseException
                 failures[j] = earlier
                 break
     j = min(failures)
-    return _as_error(ray, failures[j], j, log)
+    names = list(shards[j][:3]) + (["..."] if len(shards[j]) > 3 else [])
+    return _as_error(ray, failures[j], f"shard {j} (stream{'s' * (len(shards[j]) != 1)} {', '.join(names)})", log)
 
 
-def _as_error(ray: Any, exc: BaseException, k: int, log: Path) -> BaseException:
-    """One Ray failure of shard ``k`` as ReplayLens's one-line error (the agent's own error as a serial run
-    raises it)."""
+def _as_error(ray: Any, exc: BaseException, k: str, log: Path) -> BaseException:
+    """One Ray failure of ``k`` (the shard and its streams) as ReplayLens's one-line error (the agent's own error
+    as a serial run raises it)."""
     ex = ray.exceptions
     tail = f"finished shards are journaled; Ray's log: {log}"
     if isinstance(exc, ex.RayTaskError):
@@ -293,27 +295,27 @@ def _as_error(ray: Any, exc: BaseException, k: int, log: Path) -> BaseException:
             return cause
         if isinstance(cause, ShipError):
             return ConfigError(f"{cause} ({tail})")
-        return ConfigError(f"shard {k} failed on a Ray worker: {_first_line(cause or exc)} ({tail})")
+        return ConfigError(f"{k} failed on a Ray worker: {_first_line(cause or exc)} ({tail})")
     if isinstance(exc, ex.WorkerCrashedError):
-        return AgentError(f"the Ray worker running shard {k} died (after {MAX_RETRIES} retries): the agent may have "
+        return AgentError(f"the Ray worker running {k} died (after {MAX_RETRIES} retries): the agent may have "
                           f"crashed the process or exhausted its memory ({tail})")
     if isinstance(exc, ex.OutOfMemoryError):
-        return AgentError(f"Ray stopped the worker running shard {k}: its node ran out of memory (after "
+        return AgentError(f"Ray stopped the worker running {k}: its node ran out of memory (after "
                           f"{MAX_RETRIES} retries); lower --max-shard-memory or give the nodes more memory ({tail})")
     if isinstance(exc, ex.ObjectStoreFullError):
-        return ConfigError(f"Ray's object store is full (shard {k}); give the nodes a larger object store "
+        return ConfigError(f"Ray's object store is full ({k}); give the nodes a larger object store "
                            f"(ray start --object-store-memory) or lower --max-shard-memory ({tail})")
     if isinstance(exc, (ex.NodeDiedError, ex.LocalRayletDiedError)):
-        return ConfigError(f"a node of the Ray cluster was lost running shard {k} and the shard could not be "
+        return ConfigError(f"a node of the Ray cluster was lost running {k} and it could not be "
                            f"rerun elsewhere ({tail})")
     if isinstance(exc, ex.ObjectLostError):
-        return ConfigError(f"the result of shard {k} was lost with its Ray node and could not be recomputed ({tail})")
+        return ConfigError(f"the result of {k} was lost with its Ray node and could not be recomputed ({tail})")
     if isinstance(exc, ex.RuntimeEnvSetupError):
         return ConfigError(f"Ray could not set up --ray-runtime-env on a worker: {_first_line(exc)} ({tail})")
     if isinstance(exc, ex.TaskUnschedulableError):
-        return ConfigError(f"no node of the Ray cluster can run shard {k}: {_first_line(exc)} ({tail})")
+        return ConfigError(f"no node of the Ray cluster can run {k}: {_first_line(exc)} ({tail})")
     if isinstance(exc, ex.RayError):
-        return ConfigError(f"Ray failed running shard {k}: {_first_line(exc)} ({tail})")
+        return ConfigError(f"Ray failed running {k}: {_first_line(exc)} ({tail})")
     return exc
 
 
