@@ -41,8 +41,7 @@ from typing import Any
 
 from replaylens.bandit import make_bandit
 from replaylens.inference import mean_inference
-from replaylens.report import Expectation, audit
-from replaylens.report._verdict import JudgeContext, judge_rows
+from replaylens.report import Expectation, JudgeContext, audit, judge_rows
 from replaylens.rng import derive_seed
 from replaylens.testing._calibration import epsilon_greedy, visibility_shift
 

@@ -96,8 +96,7 @@ def _check(kind: str, agent: Any, cells: str | Sequence[str], *, tolerance: floa
            futures: Any, evaluator: Any, maps: str | None, repeats: int | None, seed: int | None, n_streams: int,
            n_future: int, n_resamples: int | None, level: float, on_inconclusive: str) -> Any:
     __tracebackhide__ = True
-    from .report import Expectation, changed_examples, example_line, example_records
-    from .report._verdict import JudgeContext, judge_rows
+    from .report import Expectation, JudgeContext, changed_examples, example_line, example_records, judge_rows
 
     if on_inconclusive not in ("pass", "fail"):
         raise ValueError(f"on_inconclusive must be 'pass' or 'fail'; got {on_inconclusive!r}")

@@ -11,10 +11,10 @@ import pytest
 from replaylens.agents import from_callables
 from replaylens.bandit import make_bandit
 from replaylens.inference import mean_inference, t_ppf
-from replaylens.report import Expectation, audit, judge
-from replaylens.report._verdict import JudgeContext, judge_rows
+from replaylens.maps import seeded_uniforms as uniforms
+from replaylens.report import Expectation, JudgeContext, audit, judge, judge_rows
 from replaylens.rng import derive_rng
-from replaylens.testing._calibration import epsilon_greedy, uniforms, visibility_shift
+from replaylens.testing._calibration import epsilon_greedy, visibility_shift
 
 
 def _eps_audit(seed: int, n_streams: int = 8, **kw: object) -> object:

@@ -12,7 +12,7 @@ from ._labels import (
     parse_map,
     resolve_maps,
 )
-from ._pcg import seed_state_words
+from ._pcg import seed_state_words, seeded_uniforms
 from ._slots import SlotLaw, SlotSpec, draw_block, stream_perm, uniform_derangement, uniform_permutation
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "resolve_maps",
     "stream_perm",
     "seed_state_words",
+    "seeded_uniforms",
     "stream_perms",
     "vector_draws_match_numpy",
     "uniform_derangement",

@@ -212,3 +212,17 @@ def shuffle_draws(gen: VectorPCG64, first: np.ndarray, last: np.ndarray, sizes: 
             keep[done] = False
             act, ptr, end, n, i, x = act[keep], ptr[keep], end[keep], n[keep], i[keep], x[keep]
     return out
+
+
+def seeded_uniforms(seeds: np.ndarray, k: int) -> np.ndarray:
+    """(k, Q): the first ``k`` values of ``np.random.default_rng(seed).random()`` for every seed, for all seeds at
+    once (PCG64 seeded through SeedSequence, each draw ``(next_uint64 >> 11) * 2**-53``): the same bytes."""
+    hi, lo, inc_hi, inc_lo = pcg64_states([], np.asarray(seeds, dtype=np.uint64))
+    out = np.empty((k, hi.shape[0]), dtype=np.float64)
+    for i in range(k):
+        hi, lo = _step(hi, lo, inc_hi, inc_lo)
+        x, rot = hi ^ lo, hi >> _U(58)
+        with np.errstate(over="ignore"):
+            word = (x >> rot) | (x << ((_U(64) - rot) & _U(63)))
+        out[i] = (word >> _U(11)).astype(np.float64) * 2.0**-53
+    return out

@@ -24,11 +24,15 @@ from ._run import audit, run_audit
 from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
 from ._stores import write_store_report
 from ._verdict import (
+    DEFAULT_STOCHASTIC_MARGIN,
+    INCONCLUSIVE,
     Expectation,
+    JudgeContext,
     Judgement,
     default_expectation,
     failure_lines,
     judge,
+    judge_rows,
     parse_expect_specs,
     parse_expectations,
     verdict_lines,
@@ -36,6 +40,10 @@ from ._verdict import (
 )
 
 __all__ = [
+    "DEFAULT_STOCHASTIC_MARGIN",
+    "INCONCLUSIVE",
+    "JudgeContext",
+    "judge_rows",
     "AuditFiles",
     "AuditResult",
     "CellSummary",

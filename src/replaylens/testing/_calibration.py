@@ -19,28 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..agents import Agent, reference_agent
-from ..agents._protocols import QueryBatch, RecordBatch
-from ..maps._pcg import _step, pcg64_states
+from ..agents import Agent, QueryBatch, RecordBatch, reference_agent
+from ..maps import seeded_uniforms as uniforms
 
-__all__ = ["BASE", "epsilon_greedy", "uniforms", "visibility_shift"]
+__all__ = ["BASE", "epsilon_greedy", "visibility_shift"]
 
 #: visibility_shift's decision distribution over the four menu positions when outcomes are visible
 BASE = (0.55, 0.15, 0.15, 0.15)
-
-
-def uniforms(seeds: np.ndarray, k: int) -> np.ndarray:
-    """(k, Q): the first ``k`` values of ``default_rng(seed).random()`` for every seed, computed for all seeds at
-    once (PCG64 seeded through SeedSequence, ``(next_uint64 >> 11) * 2**-53``): the same bytes."""
-    hi, lo, inc_hi, inc_lo = pcg64_states([], np.asarray(seeds, dtype=np.uint64))
-    out = np.empty((k, hi.shape[0]), dtype=np.float64)
-    for i in range(k):
-        hi, lo = _step(hi, lo, inc_hi, inc_lo)
-        x, rot = hi ^ lo, hi >> np.uint64(58)
-        with np.errstate(over="ignore"):
-            word = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
-        out[i] = (word >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    return out
 
 
 class _EpsPolicy:
