@@ -167,7 +167,7 @@ class StoreMigrationResult:
         if t.min_p > alpha:
             more = (f"; with {self.readout.n_streams} stream(s) no p-value below {t.min_p:.3g} is possible: "
                     f"raise --control-rebuilds")
-        return (f"{m.name}: INCONCLUSIVE — the store's own noise is too large to judge: {noise}; the migration "
+        return (f"{m.name}: INCONCLUSIVE — the store's own noise is too large to judge: {noise}; under the migration "
                 f"{changed}, p = {t.p_value:.3f} > {alpha:g}{more}")
 
     def to_dict(self) -> dict[str, Any]:
