@@ -81,7 +81,7 @@ def import_target(spec: str, what: str) -> Any:
         try:
             mod = importlib.import_module(mod_name)
         except ImportError as exc:
-            raise ConfigError(f"cannot import {what} module {mod_name!r}: {exc}") from None
+            raise ConfigError(f"cannot import {what} module {mod_name!r}: {missing_extra(exc) or exc}") from None
     if not hasattr(mod, attr):
         raise ConfigError(f"{mod_name!r} has no attribute {attr!r}")
     return getattr(mod, attr)
@@ -107,7 +107,8 @@ def _load_file(path: Path, shown: str, what: str) -> Any:
         exec(compile(source, str(path), "exec", dont_inherit=True), mod.__dict__)
     except Exception as exc:  # user code: report it in one line
         sys.modules.pop(uniq, None)
-        raise ConfigError(f"importing {shown!r} failed: {type(exc).__name__}: {exc}") from None
+        why = missing_extra(exc) or f"{type(exc).__name__}: {exc}"   # an optional package: the extra named
+        raise ConfigError(f"importing {shown!r} failed: {why}") from None
     _LOADED[resolved] = hashlib.sha256(source).hexdigest()
     for name in set(sys.modules) - before:   # siblings imported while loading: their files as they are now
         f = getattr(sys.modules[name], "__file__", None)

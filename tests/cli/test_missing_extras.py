@@ -46,6 +46,15 @@ def make():
 """
 
 
+IMPORTING_AGENT = """\
+import qdrant_client  # an optional package the user's agent module needs when it is imported
+from replaylens.agents import load_agent
+
+def make():
+    return load_agent("mean")
+"""
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     d = tmp_path_factory.mktemp("inputs")
@@ -71,6 +80,8 @@ AUDIT_PATHS = [
                  "local", id="tokenizer"),
     pytest.param("ray", ["--agent", "mean", "--backend", "ray"], "ray", id="backend-ray"),
     pytest.param("chromadb", ["--agent", "needs_chroma:make"], "stores", id="user-agent-import"),
+    pytest.param("qdrant_client", ["--agent", "importing_agent.py:make"], "stores", id="user-file-import"),
+    pytest.param("qdrant_client", ["--agent", "importing_agent:make"], "stores", id="user-module-import"),
 ]
 
 
@@ -78,6 +89,7 @@ AUDIT_PATHS = [
 def test_audit_paths_name_the_missing_extra(inputs: list[str], tmp_path: Path, blocked: str, args: list[str],
                                             extra: str) -> None:
     (tmp_path / "needs_chroma.py").write_text(USER_AGENT)
+    (tmp_path / "importing_agent.py").write_text(IMPORTING_AGENT)
     out = tmp_path / "out"
     res = _blocked(tmp_path, blocked, "audit", *inputs, *args, "--cells", "value", "--resamples", "100",
                    "--out", str(out))
