@@ -39,6 +39,21 @@ def test_noise_test_rejects_a_real_change_and_not_a_rebuild() -> None:
     assert isinstance(t2.statistic, int)
 
 
+def test_noise_test_holds_its_level_under_the_null() -> None:
+    """Builds of both sides drawn from one distribution (each query answers one of three ways, at per-query
+    rates): the permutation test rejects at 5 % in about 5 % of 300 seeded checks (binomial 99 % bound: <= 10 %)."""
+    rejected = 0
+    for rep in range(300):
+        rng = np.random.default_rng([47, rep])
+        mats = []
+        for _ in range(3):  # streams
+            p = rng.dirichlet([1, 1, 1], size=12)  # 12 queries
+            builds = [tuple(int(rng.choice(3, p=p[q])) for q in range(12)) for _ in range(10)]
+            mats.append(disagreements(builds))
+        rejected += noise_test(mats, 5, seed=rep, name="null", level=0.95, draws=999).rejects
+    assert rejected <= 30, rejected
+
+
 @pytest.mark.slow
 def test_repeated_chroma_checks_give_identical_verdicts() -> None:
     """Chroma with the adapter's default (one record per add call) builds the same index every time: three identical

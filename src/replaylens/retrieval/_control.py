@@ -29,6 +29,8 @@ __all__ = ["INCONCLUSIVE", "NA", "PERMUTATIONS", "SAFE", "UNSAFE", "NoiseTest", 
 SAFE, UNSAFE, INCONCLUSIVE, NA = "SAFE", "UNSAFE", "INCONCLUSIVE", "N/A"
 PERMUTATIONS = 9999
 """Monte Carlo relabellings of the permutation test (p = (1 + #{stat >= observed}) / (1 + draws))."""
+_CHUNK = 1 << 20
+"""Labels (relabelling x stream x build) drawn per block."""
 
 
 def disagreements(builds: Sequence[Sequence[Hashable]]) -> np.ndarray:
@@ -87,9 +89,12 @@ def noise_test(ms: Sequence[np.ndarray], n_ref: int, *, seed: int, name: str, le
     z0[:, :, :n_ref] = 1
     obs = int(_stats(arr, z0, n_ref)[0])
     rng = derive_rng(seed, "store-noise-test", name)
-    keys = rng.random((draws, s, b))
-    z = (np.argsort(keys, axis=2, kind="stable") < n_ref).astype(np.int64)
-    null = _stats(arr, z, n_ref)
-    p = (1 + int(np.count_nonzero(null >= obs))) / (1 + draws)
+    at_least = 0
+    chunk = max(1, _CHUNK // max(s * b, 1))  # relabellings per block: bounded memory for many streams
+    for lo in range(0, draws, chunk):
+        keys = rng.random((min(chunk, draws - lo), s, b))
+        z = (np.argsort(keys, axis=2, kind="stable") < n_ref).astype(np.int64)
+        at_least += int(np.count_nonzero(_stats(arr, z, n_ref) >= obs))
+    p = (1 + at_least) / (1 + draws)
     sym = 2 if 2 * n_ref == b else 1  # swapping one stream's sides gives that stream the same statistic
     return NoiseTest(obs, p, min(1.0, (sym / math.comb(b, n_ref)) ** s), n_ref, draws, level)
