@@ -119,8 +119,10 @@ def test_action_yml_runs_the_recipes_commands() -> None:
     action = (ROOT / "action.yml").read_text(encoding="utf-8")
     install, audit = _recipe()
     assert install.startswith("python -m pip install ") and audit.startswith("replaylens audit --junit-xml ")
-    assert '-m pip install "${{ github.action_path }}"' in action  # from the action's own checkout, not PyPI
-    assert 'replaylens audit --junit-xml "${{ inputs.junit-xml }}" --quiet' in action
+    # from the action's own checkout, not PyPI (inputs reach the scripts through env: only, see tests/test_action.py)
+    assert '-m pip install "$RL_ACTION_PATH"' in action and "RL_ACTION_PATH: ${{ github.action_path }}" in action
+    assert re.search(r'replaylens audit --out "\$RL_OUT" \\\n\s+--junit-xml "\$RL_JUNIT" --quiet', action)
+    assert "RL_JUNIT: ${{ inputs.junit-xml }}" in action
     assert "pip install replaylens" not in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
