@@ -5,9 +5,9 @@ Containment rests on the operating system (see "Trust boundary" in docs/paper/to
 * **bubblewrap** (``_jail.bwrap_argv``): fresh user, mount, pid, network, ipc, uts and cgroup namespaces;
   uid/gid 65534 with no capabilities; a filesystem holding only the shared libraries, the interpreter's
   installation (read-only), a read-only harness directory, a writable private work directory and an empty
-  ``/tmp`` (each a size- and inode-capped tmpfs); a pid-namespaced ``/proc``; an empty environment but ``PYTHONHASHSEED=0``; a seccomp filter
-  refusing process creation (``fork``, ``clone`` without ``CLONE_THREAD``). Started with an empty
-  environment itself, so even the jail's pid 1 holds no secret.
+  ``/tmp`` (each a size- and inode-capped tmpfs); a pid-namespaced ``/proc``; an empty environment but
+  ``PYTHONHASHSEED=0``; a seccomp filter refusing process creation (``fork``, ``clone`` without
+  ``CLONE_THREAD``). Started with an empty environment itself, so even the jail's pid 1 holds no secret.
 * **rlimits** set by the runner before any candidate code runs: CPU seconds, address space, file size,
   open files, no core dumps (hard limits, which the candidate cannot raise).
 * **wall limit**: the parent reads the child's pipes with ``selectors`` against one deadline and, at it,
