@@ -14,7 +14,6 @@ from ._decisions import (
     UNSAFE,
     DecisionResponse,
     decision_response,
-    t_quantile,
 )
 from ._example import EXAMPLE_SEED, OperationExample, build_operation_example
 from ._ops import (
@@ -62,5 +61,4 @@ __all__ = [
     "retrieval_response",
     "run_operation",
     "stream_records",
-    "t_quantile",
 ]

@@ -22,16 +22,16 @@ import numpy as np
 
 from ...agents import Agent, FutureInput, as_agent
 from ...errors import AgentRaised
+from ...inference import mean_inference
 from ...readouts import pool_tasks
 from ...records import Evaluator, FutureTasks, History
 from ...replay import Decisions, replay
+from ...report import DEFAULT_STOCHASTIC_MARGIN, INCONCLUSIVE
 from ...rng import derive_rng
 
-__all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response",
-           "t_quantile"]
+__all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response"]
 
-SAFE, UNSAFE, INCONCLUSIVE = "SAFE", "UNSAFE", "INCONCLUSIVE"
-DEFAULT_STOCHASTIC_MARGIN = 0.05
+SAFE, UNSAFE = "SAFE", "UNSAFE"
 
 
 @dataclass(frozen=True)
@@ -68,57 +68,6 @@ class DecisionResponse:
                 "status": self.status, "measure": self.measure, "value": self.value,
                 "interval": list(self.interval), "delta_utility": self.delta_utility, "example": self.example,
                 "line": self.line()}
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _ibeta(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbt) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
-
-
-def _t_cdf(t: float, df: float) -> float:
-    tail = 0.5 * _ibeta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on the CDF, |error| < 1e-12)."""
-    if not 0.0 < p < 1.0 or df < 1:
-        raise ValueError("t_quantile needs 0 < p < 1 and df >= 1")
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if _t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return 0.5 * (lo + hi)
 
 
 def _labels(dec: Decisions) -> np.ndarray:
@@ -205,8 +154,7 @@ def decision_response(history: History, operated: History, futures: FutureTasks,
     if s_n < 2:
         return DecisionResponse(ag.name, True, p, n, n_changed, mg, INCONCLUSIVE, "T_gr", est,
                                 (math.nan, math.nan), du, example)
-    se = float(per_stream.std(ddof=1)) / math.sqrt(s_n)
-    q = t_quantile(level, s_n - 1)
-    lo, hi = round(est - q * se, 12), round(est + q * se, 12)
+    inf = mean_inference(per_stream)   # the audit's Student t (issue 47): one-sided bounds at ``level``
+    lo, hi = round(inf.lower(1 - level), 12), round(inf.upper(1 - level), 12)
     status = SAFE if hi < mg else UNSAFE if lo > mg else INCONCLUSIVE
     return DecisionResponse(ag.name, True, p, n, n_changed, mg, status, "T_gr", est, (lo, hi), du, example)
