@@ -84,6 +84,18 @@ def require(feature: str, reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One request-cache secret for the session, never the user's key file (issue 48)."""
+    before = os.environ.get("REPLAYLENS_CACHE_KEY")
+    os.environ["REPLAYLENS_CACHE_KEY"] = str(tmp_path_factory.mktemp("cache-key") / "cache.key")
+    yield
+    if before is None:
+        os.environ.pop("REPLAYLENS_CACHE_KEY", None)
+    else:
+        os.environ["REPLAYLENS_CACHE_KEY"] = before
+
+
 @pytest.fixture(autouse=True)
 def _isolated_request_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own cross-run request cache file, never the user's (issue 18)."""
