@@ -154,3 +154,21 @@ def test_inputs_from_the_config_alone_and_no_required_noise(inputs: list[str], t
     ok = _run(["audit"])
     assert ok.exit_code == 0, ok.output
     assert len(_runs(tmp_path / "runs" / "ci")) == 1 and (tmp_path / "runs" / "ci" / "summary.json").is_file()
+
+
+def test_switching_the_model_of_an_llm_agent_is_a_new_run(inputs: list[str], tmp_path: Path) -> None:
+    """Each model setup has its own request journal (OUT/llm/<digest>/): a second model in one OUT is a new run,
+    not a refused frozen manifest; the first model's command again resumes without a new request."""
+    out = tmp_path / "out"
+    base = ["audit", *inputs, "--agent", "llm", "--out", str(out), *FAST]
+    first = _run([*base, "--model", "scripted/mean"])
+    assert first.exit_code == 0, first.output
+    (log,) = (out / "llm").glob("*/attempts.jsonl")
+    asked = log.read_text()
+    other = _run([*base, "--model", "scripted/latest"])
+    assert other.exit_code == 0, other.output
+    assert "new run" in other.stderr and len(_runs(out)) == 2 and len(list((out / "llm").iterdir())) == 2
+    assert json.loads((out / "summary.json").read_text())["agent"] == "llm(scripted/latest)"
+    back = _run([*base, "--model", "scripted/mean"])
+    assert back.exit_code == 0 and "resuming the kept run" in back.stderr and len(_runs(out)) == 2
+    assert log.read_text() == asked   # every answer read back from the journal: no new request

@@ -37,7 +37,7 @@ def _audit(inputs: list[str], out: Path, url: str, *extra: str, model: str = "op
 
 
 def _manifest(out: Path) -> dict:  # type: ignore[type-arg]
-    return json.loads((out / "llm" / "manifest.json").read_text())
+    return json.loads(next((out / "llm").glob("*/manifest.json")).read_text())   # the model setup's journal
 
 
 def test_validation_error_bodies_are_not_transient() -> None:
@@ -58,7 +58,8 @@ def test_preflight_chooses_the_strongest_accepted_mode(tiny: list[str], tmp_path
         order = ["json_schema", "json_object", "text"]
         assert srv.probes == order[: order.index(chosen) + 1]     # one probe per mode tried, strongest first
         assert _manifest(tmp_path / "a")["settings"]["response_format"] == chosen
-        assert json.loads((tmp_path / "a" / "llm" / "preflight.json").read_text())["chosen_by"] == "preflight"
+        pre = next((tmp_path / "a" / "llm").glob("*/preflight.json"))   # the model setup's request journal
+        assert json.loads(pre.read_text())["chosen_by"] == "preflight"
         n = srv.n_requests
         assert n > 0 and srv.hits == n + len(srv.probes)          # no rejected decision request
         code, out = _audit(tiny, tmp_path / "a", srv.url)        # a rerun keeps the frozen mode: no new probe
@@ -133,9 +134,9 @@ def test_llama_cpp_server_end_to_end(tiny: list[str], tmp_path: Path) -> None:
         man = _manifest(tmp_path / "a")
         # llama-cpp-python's server rejects json_schema (HTTP 500 "Input should be 'text' or 'json_object'")
         assert man["settings"]["response_format"] == "json_object"
-        pre = json.loads((tmp_path / "a" / "llm" / "preflight.json").read_text())
+        pre = json.loads(next((tmp_path / "a" / "llm").glob("*/preflight.json")).read_text())
         assert [p["accepted"] for p in pre["probes"]] == [False, True]
         summary = json.loads((tmp_path / "a" / "summary.json").read_text())
         assert summary["agent"] == "llm(openai/smollm2)" and summary["verdicts"]
-        atts = [json.loads(x) for x in (tmp_path / "a" / "llm" / "attempts.jsonl").read_text().splitlines()]
+        atts = [json.loads(x) for x in next((tmp_path / "a" / "llm").glob("*/attempts.jsonl")).read_text().splitlines()]
         assert atts and all(a["usage"]["input_tokens"] > 0 for a in atts)

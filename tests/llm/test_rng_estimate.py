@@ -94,7 +94,8 @@ def test_estimate_within_25_percent_of_llama_cpp_server_usage(tmp_path: Path) ->
                                 _number(res.output, "output tokens"))
         res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "run"), "--concurrency", "2"])
         assert res.exit_code == 0, res.output
-        atts = [json.loads(x) for x in (tmp_path / "run" / "llm" / "attempts.jsonl").read_text().splitlines()]
+        log = next((tmp_path / "run" / "llm").glob("*/attempts.jsonl"))   # the model setup's request journal
+        atts = [json.loads(x) for x in log.read_text().splitlines()]
         used_in = sum(a["usage"]["input_tokens"] for a in atts)
         used_out = sum(a["usage"]["output_tokens"] for a in atts)
         for label, (n, t_in, t_out) in estimates.items():

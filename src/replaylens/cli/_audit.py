@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -112,6 +113,21 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
     if code:
         sys.exit(code)
     return result
+
+
+#: LLM agent parameters that do not change what is asked: one model setup's request journal serves them all
+_LLM_OPERATIONAL = ("run_dir", "cache", "cache_sampled", "api_key_env", "env_file", "offline")
+
+
+def llm_dir(out: Path, params: dict[str, Any]) -> Path:
+    """The request journal of an LLM audit into ``out``: ``OUT/llm/<12 hex of the model setup's digest>/``, one per
+    model setup, so runs of different models (or prompts, seeds, ...) in one OUT never collide and a rerun of a
+    setup finds its answers; ``OUT/llm`` itself when an earlier ReplayLens made it (its one journal per OUT)."""
+    base = out / "llm"
+    if (base / "manifest.json").is_file():
+        return base
+    setup = {k: v for k, v in params.items() if k not in _LLM_OPERATIONAL}
+    return base / hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _llm_of(agent: Any, cost: CostOptions | None, model: str | None) -> Any:
@@ -399,6 +415,7 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
             raise ConfigError("--agent llm needs --model (openai/NAME, scripted/RULE, local/PATH.gguf or "
                               "local/embedded)")
         agent_spec = "replaylens.llm:make_agent"
+        user_run_dir = "run_dir" in params
         params = {"model": resolve_model(model), "run_dir": str(out / "llm"), "base_url": base_url,
                   "api_key_env": api_key_env, "env_file": env_file, "namespace": llm_namespace,
                   "concurrency": concurrency or DEFAULT_LLM_CONCURRENCY, "timeout_s": timeout_s, "retries": retries,
@@ -410,6 +427,8 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
             params.setdefault("response_format", response_format)
         if cost.estimate:  # an estimate sends nothing: no API key needed
             params["api_key_env"] = None
+        if not user_run_dir:
+            params["run_dir"] = str(llm_dir(out, params))
     elif model is not None:
         raise ConfigError("--model is only used with --agent llm")
     history, futures, evaluator = read_inputs(history_path, future_path, util_path)   # hashed beside the reads
