@@ -182,3 +182,37 @@ def test_a_run_in_progress_is_listed_and_the_page_reloads(tmp_path: Path) -> Non
         os.close(fd)
     html = render_index(tmp_path / "runs")  # the lock gone: an interrupted run, nothing to reload for
     assert "http-equiv=\"refresh\"" not in html and ">interrupted</span> 2 shard(s) journaled" in html
+
+
+def test_view_serve_rewrites_the_index_at_each_request(tmp_path: Path) -> None:
+    """``view DIR --serve``: each request of index.html lists the runs as they are now (a run that starts
+    running shows up, and the page then reloads itself)."""
+    import fcntl
+    import subprocess
+    import sys
+    import urllib.request
+
+    out = tmp_path / "runs" / "ci"
+    journal = out / "runs" / "20260101T000000Z-mean-0123456789ab" / "journal"
+    journal.mkdir(parents=True)
+    (journal / "done.jsonl").write_text('{"shard": 0}\n')
+    env = {**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    with subprocess.Popen([sys.executable, "-m", "replaylens", "view", str(tmp_path / "runs"), "--serve", "--timeout",
+                           "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        fd = os.open(out, os.O_RDONLY)
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/index.html")
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                first = resp.read().decode()
+            assert ">interrupted</span>" in first and 'http-equiv="refresh"' not in first
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # the run is going again
+            (journal / "done.jsonl").write_text('{"shard": 0}\n{"shard": 1}\n{"shard": 2}\n')
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                second = resp.read().decode()
+            assert ">running</span> 3 shard(s) journaled" in second and 'http-equiv="refresh"' in second
+        finally:
+            os.close(fd)
+            proc.terminate()
+            proc.communicate(timeout=30)
