@@ -128,8 +128,14 @@ def test_retrieval_agent_audit_on_chroma_carries_a_control() -> None:
     from replaylens.report import audit
 
     h, f, ev = example("tool-use", n_streams=2)
-    noisy = audit(h, f, ev, make_agent("chroma", k=5, params={"add_batch": 256}), cells="reorder",
-                  n_resamples=200).summary()["retrieval"]
+    noisy_run = audit(h, f, ev, make_agent("chroma", k=5, params={"add_batch": 256}), cells="reorder",
+                      n_resamples=200)
+    noisy = noisy_run.summary()["retrieval"]
+    # the decision-level verdict reads the control: store noise is never called UNSAFE (issue 47)
+    row = next(e for e in noisy_run.verdict()["expectations"] if e["cell"] == "reorder")
+    assert row["status"] == ("INCONCLUSIVE" if row["n_changed"] else "SAFE"), row["line"]
+    if row["n_changed"]:
+        assert "store is nondeterministic" in row["line"]
     ctl = noisy["rebuild (control)"]
     assert ctl["status"] == "UNSAFE" and ctl["noisy_queries"] > 0 and ctl["rebuilds"] == 4
     assert ctl["verdict"].startswith("same-order rebuild (control): UNSAFE")

@@ -251,9 +251,11 @@ class AuditResult:
 
         rows = [r._strict for r in self.rows]
         plan = self.decisions.plan
+        control = (self.settings.get("retrieval") or {}).get("rebuild (control)") or {}
         ctx = JudgeContext(level=self.level, on_inconclusive=str(self.settings.get("on_inconclusive", "pass")),
                            one_repeat_stochastic=bool(self.agent.stochastic) and plan.repeats < 2
-                           and plan.rng == "independent")
+                           and plan.rng == "independent",
+                           noisy_store=control.get("status", "SAFE") != "SAFE")
         return verdict_summary(rows, self.settings.get("expectations", {}), self.agent.invariant_to, ctx)
 
     @cached_property

@@ -85,12 +85,14 @@ class Expectation:
 
 @dataclass(frozen=True)
 class JudgeContext:
-    """What a verdict needs besides the row: the level, the INCONCLUSIVE policy, and whether a stochastic agent
-    was read with one repeat of independent generators (decoding noise not separable)."""
+    """What a verdict needs besides the row: the level, the INCONCLUSIVE policy, whether a stochastic agent was
+    read with one repeat of independent generators (decoding noise not separable), and whether the agent's store
+    is nondeterministic (its rebuild control changed answers: store noise not separable from a response)."""
 
     level: float = 0.95
     on_inconclusive: str = "pass"
     one_repeat_stochastic: bool = False
+    noisy_store: bool = False   # a retrieval agent whose store's same-order rebuilds change answers (its control)
 
     @property
     def alpha(self) -> float:
@@ -282,6 +284,10 @@ def _census(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext) -> Judgem
         status = INCONCLUSIVE
         note = ("a stochastic agent read with one repeat: decoding noise and a response cannot be told apart "
                 "(rerun with --repeats 2)")
+    elif changed and ctx.noisy_store and e.kind != "free":
+        status = INCONCLUSIVE
+        note = ("the agent's store is nondeterministic (same-order rebuilds change its answers): store noise and a "
+                "response cannot be told apart at the decision level (see the retrieval lines and the rebuild control)")
     passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
     return Judgement(e, str(row["migration"]), status, passed, "changed_share", k / n, (lo, hi), k,
                      int(row["n_decisions"]), margin=margin, n_streams=int(row.get("n_streams") or 0), note=note,
