@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._durable import mark
 from ._html import render_template
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 
@@ -31,6 +32,7 @@ def write_migration_report(out: str | os.PathLike[str], reports: list[dict[str, 
     html = render_template("migration.html.j2", reports=reports, memory=memory, k=k, seed=seed, policy=policy,
                            manifest=man)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
+    mark(tmp, "staging")   # ours: a killed run's leftover is removed by the next run's clean_stale
     try:
         (tmp / "report.html").write_text(html, encoding="utf-8")
         (tmp / "migration.json").write_text(json.dumps(reports, indent=2) + "\n")

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._durable import mark
 from ._html import render_template
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
 
@@ -43,6 +44,7 @@ def write_store_report(out: str | os.PathLike[str], rows: list[dict[str, Any]], 
     html = render_template("stores.html.j2", s=summary, manifest=man,
                            xt_rows=[(r["migration"], r["readout"]) for r in rows if r["readout"]])
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".writing-"))
+    mark(tmp, "staging")   # ours: a killed run's leftover is removed by the next run's clean_stale
     try:
         (tmp / "report.html").write_text(html, encoding="utf-8")
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
