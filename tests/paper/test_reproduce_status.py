@@ -34,19 +34,22 @@ def test_header_counts_every_status_and_self_checks_are_not_matches() -> None:
             {"reproduction": "b", **compare("own", "r", "e", 0.0, 1.0, 0.0, self_check=True).to_dict()},
             {"reproduction": "b", **compare("tab:y", "r", "c", 0.3, None, None).to_dict()}]
     text = render_reproduction_markdown(rows, {"a": "A", "b": "B"})
-    head = ("**6 rows: 1 match, 0 sign-level, 1 differ, 0 derived, 0 design, 0 design failed, 0 sensitivity, "
-            "2 self-check, 1 self-check failed, 1 n/a.**")
+    head = ("**6 rows: 1 match, 0 sign-level, 1 differ, 0 agree, 0 disagree, 0 derived, 0 design, 0 design failed, "
+            "0 sensitivity, 2 self-check, 1 self-check failed, 1 n/a.**")
     assert head in text
-    assert "Among the 2 measured values compared with a number the paper printed" in text
+    assert "**Value rows** (a measured value compared with one the paper printed: match, sign-level, differs): **2**" \
+        in text
     assert "1 (50.0%) match at value level" in text
+    assert "**Indicator rows** (a sign, a side of zero or of a threshold, a measured gate's outcome: agrees, " \
+        "disagrees): **0**" in text
     assert "| own | r | c | 1.000 | 1.000 | 0.000 | self-check |" in text
     assert "| own | r | e | 0.000 | 1.000 | 0.000 | **self-check failed** |" in text
     # replacing one section recounts every status from the rendered lines
     again = update_reproduction_markdown(text, rows[:2], {"a": "A", "b": "B"}, ["a", "b"])
     assert head in again
     assert again == text
-    assert set(STATUSES) == {"match", "sign-level", "differs", "derived", "design", "design failed", "sensitivity",
-                             "self-check", "self-check failed", "n/a"}
+    assert set(STATUSES) == {"match", "sign-level", "differs", "agrees", "disagrees", "derived", "design",
+                             "design failed", "sensitivity", "self-check", "self-check failed", "n/a"}
 
 
 def test_joint_challenge_structural_rows_are_self_checks_not_matches(

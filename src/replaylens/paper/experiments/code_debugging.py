@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from ..tools import N_TEST_CALLS, DebugRun, action_profile, build_suite, read_export, reanalyze
 
 SEED = 20260907
@@ -36,8 +36,12 @@ def run_experiment(seed: int = SEED) -> dict[str, Any]:
     return {"analysis": again, "suite": suite}
 
 
+STRUCTURE_KINDS = Kinds(columns=(("structure", "count", Kind.DESIGN),))
+"""Task, trajectory, event and candidate counts are constants of the design."""
+
+
 @register_reproduction("code-debugging", "Code-debugging tool agent with sealed hidden tests (scripted debugger)",
-                       issue="7")
+                       issue="7", kinds=STRUCTURE_KINDS)
 def code_debugging() -> list[Comparison]:
     res = run_experiment()["analysis"]
     rows = [compare("structure", "tasks", "count", 24, res["n_tasks"], 0, "8 families × 3 instances"),
@@ -85,7 +89,7 @@ EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool 
 
 
 @register_reproduction(EMBEDDED, "Code-debugging tool agent with the embedded model (re-analysis of a committed "
-                       "export; zero model calls)", issue="7")
+                       "export; zero model calls)", issue="7", kinds=STRUCTURE_KINDS)
 def code_debugging_embedded(path: Path | None = None) -> list[Comparison]:
     def sealed(p: Path) -> list[Comparison]:
         res = reanalyze(p)

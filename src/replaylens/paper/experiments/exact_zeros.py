@@ -12,7 +12,7 @@ import numpy as np
 from ... import commutative_agent, invariant_agent, key_only_agent, relation_agent, replay, support_lookup
 from ...bandit import BanditSubstrate, make_bandit
 from ...readouts import a_rekey
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 
 SUBSTRATE_NOTE = "paper-shaped bandit substrate (48 streams, 4x48 slots, 6x48 futures), seed 20260822"
 
@@ -22,8 +22,17 @@ def _substrate() -> BanditSubstrate:
                        held_out=("h1", "h2"), rng=20260822)
 
 
+EXACT_ZERO_KINDS = Kinds(columns=(
+    ("exact-zeros", "*", Kind.DESIGN),
+    ("tab:endpoint-matched-witness", "aligned action mismatch", Kind.DESIGN),
+    ("tab:endpoint-matched-witness", "support lookup", "mean replay action response", Kind.DESIGN),
+    ("tab:endpoint-matched-witness", "relation writer", "mean replay action response", Kind.PROPORTION)))
+"""Mismatch counts of invariant and commutative writers and the lookup's zeros are theorems; the relation
+writer's replay action response is a measured share of decisions."""
+
+
 @register_reproduction("exact-zeros", "Exact structural zeros: invariant writer, pair zero law, lookup under rekey",
-                       issue="core")
+                       issue="core", kinds=EXACT_ZERO_KINDS)
 def exact_zeros() -> list[Comparison]:
     sub = _substrate()
     h, f, e = sub.history, sub.futures, sub.evaluator

@@ -51,7 +51,7 @@ from ..fitted import (
     fit_recurrent,
     online_commutative_agent,
 )
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Interval, Kind, Kinds, compare, register_reproduction
 from ..substrates.synthetic import LEARNING_BLOCKS, SyntheticWorld, build_synthetic, stream_id, task_id
 from .synthetic_suite import SEED, SIGMA, suite
 
@@ -287,6 +287,13 @@ def _pair_rows(table: str, row: str, dec: Decisions) -> list[Comparison]:
 
 _Y = {"U": "Utility", "A": "Action", "O": "Oracle"}
 
+_INTERACTION_COLUMNS: tuple[tuple[str, str, Kind], ...] = (
+    ("*", "estimate", Kind.ESTIMATE), ("*", "p < 0.001", Kind.INDICATOR),
+    ("*", "pair mismatch count*", Kind.DESIGN), ("*", "Π^{P−V} = Γ^value per replicate (1 = yes)", Kind.DESIGN))
+"""The interaction tables' columns (``_ci_rows``, ``_p_row``, ``_pair_rows``): Γ estimates are signed, their
+limits interval limits; p below 0.001 is an indicator; the pair zero law and Π^{P−V} = Γ^value are theorems."""
+INTERACTION_KINDS = Kinds(columns=_INTERACTION_COLUMNS, intervals=(Interval("*", "estimate", "lower", "upper"),))
+
 
 def _full_table(table: str, label: str, dec: Decisions, tag: str,
                 paper: Mapping[tuple[str, str], tuple[float, float, float, float | str | None]]) -> list[Comparison]:
@@ -322,7 +329,8 @@ def _online() -> Decisions:
 
 
 @register_reproduction("dense-associative-interactions", "Dense continuous-state control (tab:dense-associative-"
-                       "interactions, dense columns of tab:cross-namespace-uncertainty)", issue="3")
+                       "interactions, dense columns of tab:cross-namespace-uncertainty)", issue="3",
+                       kinds=INTERACTION_KINDS)
 def dense_interactions() -> list[Comparison]:
     dec = _dense()
     table = "tab:dense-associative-interactions"
@@ -348,7 +356,7 @@ def dense_interactions() -> list[Comparison]:
 
 
 @register_reproduction("cross-namespace-uncertainty", "Cross-namespace continuous control (disjoint producer/action "
-                       "keys, orthogonal binding)", issue="3")
+                       "keys, orthogonal binding)", issue="3", kinds=INTERACTION_KINDS)
 def cross_namespace() -> list[Comparison]:
     dec = _cross()
     table = "tab:cross-namespace-uncertainty (cross-namespace)"
@@ -363,7 +371,7 @@ def cross_namespace() -> list[Comparison]:
 
 
 @register_reproduction("online-commutative-namespace", "Online commutative namespace control (exact pair zero law)",
-                       issue="3")
+                       issue="3", kinds=INTERACTION_KINDS)
 def online_commutative() -> list[Comparison]:
     dec = _online()
     table = "online commutative namespace control (L1650)"
@@ -396,7 +404,8 @@ def _disjoint_dec() -> Decisions:
     return _replay(policy_fit("disjoint").agent(name="policy-disjoint"))
 
 
-@register_reproduction("learned-associative-interactions", "Privileged fitted low-rank associative writer", issue="3")
+@register_reproduction("learned-associative-interactions", "Privileged fitted low-rank associative writer", issue="3",
+                       kinds=INTERACTION_KINDS)
 def learned_associative() -> list[Comparison]:
     dec = _privileged_dec()
     table = "tab:learned-associative-interactions"
@@ -410,7 +419,7 @@ def learned_associative() -> list[Comparison]:
 
 
 @register_reproduction("selected-only-associative-interactions", "Selected-outcome-only LOO writer (reference fit R1)",
-                       issue="3")
+                       issue="3", kinds=INTERACTION_KINDS)
 def selected_only() -> list[Comparison]:
     dec = _selected_dec()
     table = "tab:selected-only-associative-interactions"
@@ -423,8 +432,16 @@ def selected_only() -> list[Comparison]:
     return _full_table(table, "Selected-only", dec, "selected-R1", paper) + _pair_rows(table, "R1", dec)
 
 
+FIT_OBJECTIVE_KINDS = Kinds(columns=(
+    ("tab:selected-only-fit-objective", "Utility (mean of 5)", Kind.ESTIMATE),
+    ("tab:selected-only-fit-objective", "Minimum", Kind.ESTIMATE),
+    ("tab:selected-only-fit-objective", "Maximum", Kind.ESTIMATE),
+    ("tab:selected-only-fit-objective", "Oracle (mean of 5)", Kind.ESTIMATE),
+    ("tab:selected-only-fit-objective", "pair mismatch count*", Kind.DESIGN)))
+
+
 @register_reproduction("selected-only-fit-objective", "Selected-only fitting objective: prefix (arm-sorted, "
-                       "chronological) vs leave-one-out, five refits each", issue="3")
+                       "chronological) vs leave-one-out, five refits each", issue="3", kinds=FIT_OBJECTIVE_KINDS)
 def fit_objective() -> list[Comparison]:
     table = "tab:selected-only-fit-objective"
     rows: list[Comparison] = []
@@ -445,8 +462,17 @@ def fit_objective() -> list[Comparison]:
     return rows
 
 
+FIT_STABILITY_KINDS = Kinds(
+    columns=(("tab:selected-only-fit-stability", "Utility", Kind.ESTIMATE),
+             ("tab:selected-only-fit-stability", "Action", Kind.ESTIMATE),
+             ("tab:selected-only-fit-stability", "Oracle", Kind.ESTIMATE),
+             ("tab:selected-only-fit-stability", "pair mismatch count", Kind.DESIGN)),
+    intervals=(Interval("tab:selected-only-fit-stability", "Utility", "Lower", "Upper"),))
+"""Per refit: Γ_U with its interval (Utility, Lower, Upper), Γ_A and Γ_O (signed), the pair zero law."""
+
+
 @register_reproduction("selected-only-fit-stability", "Refit stability R1–R5 of the selected-only LOO writer",
-                       issue="3")
+                       issue="3", kinds=FIT_STABILITY_KINDS)
 def fit_stability() -> list[Comparison]:
     table = "tab:selected-only-fit-stability"
     paper = ((0.024, 0.015, 0.035, 0.003, -0.089), (0.023, 0.013, 0.033, 0.003, -0.080),
@@ -466,7 +492,16 @@ def fit_stability() -> list[Comparison]:
     return rows
 
 
-@register_reproduction("permutation-draw-sensitivity", "Selected-only R1 under four σ* draws", issue="3")
+DRAW_KINDS = Kinds(
+    columns=(("tab:permutation-draw-sensitivity", "* estimate", Kind.ESTIMATE),
+             ("tab:permutation-draw-sensitivity", "pair mismatch count", Kind.DESIGN),
+             ("tab:permutation-draw-sensitivity", "A_rekey identical across draws (1 = yes)", Kind.DESIGN)),
+    intervals=(Interval("tab:permutation-draw-sensitivity", "{} estimate", "{} lower", "{} upper"),))
+"""Value and time Γ_U per σ* draw with intervals; A_rekey does not read σ*, so its identity is a theorem."""
+
+
+@register_reproduction("permutation-draw-sensitivity", "Selected-only R1 under four σ* draws", issue="3",
+                       kinds=DRAW_KINDS)
 def permutation_draws() -> list[Comparison]:
     table = "tab:permutation-draw-sensitivity"
     paper = ((0.024, 0.015, 0.035, 0.024, 0.015, 0.033), (0.028, 0.018, 0.039, 0.026, 0.016, 0.036),
@@ -494,8 +529,15 @@ def _recurrent_dec(refit: int) -> Decisions:
     return _replay(recurrent_fits()[refit].agent(name=f"learned-recurrent-R{refit + 1}"))
 
 
+RECURRENT_KINDS = Kinds(
+    columns=(("tab:learned-recurrent-check", "estimate", Kind.ESTIMATE),
+             ("tab:learned-recurrent-fit-stability", "* estimate", Kind.ESTIMATE)),
+    intervals=(Interval("tab:learned-recurrent-check", "estimate", "lower", "upper"),
+               Interval("tab:learned-recurrent-fit-stability", "{} estimate", "{} lower", "{} upper")))
+
+
 @register_reproduction("learned-recurrent-check", "Learned recurrent state writer: reference fit and refits R1–R5",
-                       issue="3")
+                       issue="3", kinds=RECURRENT_KINDS)
 def learned_recurrent() -> list[Comparison]:
     rows: list[Comparison] = []
     table = "tab:learned-recurrent-check"
@@ -523,8 +565,14 @@ def learned_recurrent() -> list[Comparison]:
     return rows
 
 
+ADDITIVE_KINDS = Kinds(columns=(
+    ("additive commutative nuisance control (L1880)", "max |Γ| over replicates × maps", Kind.DESIGN),
+    ("additive commutative nuisance control (L1880)", "state-level identity*", Kind.DESIGN)))
+"""Exact zeros and the state-level identity of an additive commutative writer (theorems)."""
+
+
 @register_reproduction("additive-nuisance", "Additive commutative nuisance writer: exact zero interactions",
-                       issue="3")
+                       issue="3", kinds=ADDITIVE_KINDS)
 def additive_nuisance() -> list[Comparison]:
     dec = _replay(additive_fit().agent())
     rows: list[Comparison] = []
@@ -543,7 +591,7 @@ def additive_nuisance() -> list[Comparison]:
 
 
 @register_reproduction("policy-disjoint-associative-interactions", "Selected-only writer fit on Generic-memory traces, "
-                       "evaluated on the OCRR trace", issue="3")
+                       "evaluated on the OCRR trace", issue="3", kinds=INTERACTION_KINDS)
 def policy_disjoint() -> list[Comparison]:
     dec = _disjoint_dec()
     table = "tab:policy-disjoint-associative-interactions"
@@ -562,7 +610,7 @@ def _reverse_dec() -> Decisions:
 
 
 @register_reproduction("policy-reverse-associative-interactions", "Selected-only writer fit on OCRR traces, evaluated "
-                       "on the disjoint Generic-memory traces", issue="3")
+                       "on the disjoint Generic-memory traces", issue="3", kinds=INTERACTION_KINDS)
 def policy_reverse() -> list[Comparison]:
     dec = _reverse_dec()
     table = "tab:policy-reverse-associative-interactions"
@@ -581,8 +629,16 @@ def _independent_dec(fit: str = "R1", k: int = 0) -> Decisions:
     return _replay(writer.agent(name=f"selected-only-{fit}{'' if fit == 'R1' else k + 1}"), pool="independent")
 
 
+INDEPENDENT_GATE_KINDS = Kinds(
+    columns=(("tab:independent-gate-interactions", "Utility", Kind.ESTIMATE),
+             ("tab:independent-gate-interactions", "Action", Kind.ESTIMATE),
+             ("tab:independent-gate-interactions", "Oracle", Kind.ESTIMATE), *_INTERACTION_COLUMNS),
+    intervals=(Interval("independent replicate text (L1974)", "", "lower", "upper"),))
+"""Γ_U / Γ_A / Γ_O on the independent pool (signed); the text's intervals (L1974) carry limits only."""
+
+
 @register_reproduction("independent-gate-interactions", "Selected-only R1 evaluated on an independent replicate pool",
-                       issue="3")
+                       issue="3", kinds=INDEPENDENT_GATE_KINDS)
 def independent_gate() -> list[Comparison]:
     dec = _independent_dec()
     rows: list[Comparison] = []
@@ -600,7 +656,16 @@ def independent_gate() -> list[Comparison]:
     return rows + _pair_rows(table, "R1 on the independent pool", dec)
 
 
-@register_reproduction("training-label-null", "Training-label permutation null S1–S5 (independent pool)", issue="3")
+LABEL_NULL_KINDS = Kinds(columns=(
+    ("tab:training-label-null", "Utility", Kind.ESTIMATE), ("tab:training-label-null", "Action", Kind.ESTIMATE),
+    ("tab:training-label-null", "Oracle", Kind.ESTIMATE),
+    ("tab:training-label-null", "pair mismatch count", Kind.DESIGN),
+    ("tab:training-label-null", "shuffles with *", Kind.COUNT)))
+"""Γ per shuffle (signed), the pair zero law, and the measured count of shuffles with the paper's signs."""
+
+
+@register_reproduction("training-label-null", "Training-label permutation null S1–S5 (independent pool)", issue="3",
+                       kinds=LABEL_NULL_KINDS)
 def training_label_null() -> list[Comparison]:
     table = "tab:training-label-null"
     paper = {"Canonical": (0.025, 0.013, -0.094), "S1": (-0.106, 0.002, 0.107), "S2": (-0.029, -0.042, 0.026),
@@ -625,8 +690,13 @@ def training_label_null() -> list[Comparison]:
     return rows
 
 
+TRANSPORT_SUMMARY_KINDS = Kinds(columns=(("*", "Γ_*", Kind.ESTIMATE), ("*", "ord_UO = * (1 = yes)", Kind.INDICATOR)))
+"""Γ_U / Γ_A / Γ_O per control (signed estimates, no intervals in these tables); the sign pattern as an indicator."""
+
+
 @register_reproduction("fitted-transport-summary", "Summary of fitted and continuous controls (tab:main-transport-"
-                       "summary, tab:fitted-transport-summary) and the stable sign pattern", issue="3")
+                       "summary, tab:fitted-transport-summary) and the stable sign pattern", issue="3",
+                       kinds=TRANSPORT_SUMMARY_KINDS)
 def transport_summary() -> list[Comparison]:
     rows: list[Comparison] = []
     entries = (

@@ -44,7 +44,7 @@ from ...inference import cluster_bootstrap
 from ...llm import AcquireSettings, Backend, Budget, ScriptedBackend, canonical_json, scripted_tokens
 from ...rng import derive_rng, derive_seed
 from ..joint import CELLS, FORMS, PAPER_CONTEXTS, PAPER_DOMAINS, JointBlock, JointDesign, run_joint
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from ..substrates.public import PublicWorld
 from ._run_export import read_export, run_section, section_rows, write_export
 
@@ -944,8 +944,13 @@ def joint_embedded() -> list[Comparison]:
     return rows
 
 
+FEASIBILITY_KINDS = Kinds(columns=(("tab:joint-app-reference-subgroup-metadata", "Nom. B", Kind.DESIGN),
+                                    ("joint search", "of 192", Kind.DESIGN)))
+"""Allocation quotas and the 192 allocated blocks are constants of the design."""
+
+
 @register_reproduction("joint-feasibility", "Joint challenge: PCG64 history search feasibility and group "
-                       "allocation (Table J-meta)", issue="5")
+                       "allocation (Table J-meta)", issue="5", kinds=FEASIBILITY_KINDS)
 def joint_feasibility() -> list[Comparison]:
     ch = _challenge()
     h = ch.histories

@@ -22,7 +22,7 @@ import numpy as np
 from ...inference import cluster_bootstrap
 from ...rng import derive_seed
 from ..learned import REGIMENS, TARGET_ENTROPY, ControlConfig, ControlResult, numerical_path, run_learned_control
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Interval, Kind, Kinds, compare, register_reproduction
 
 __all__ = ["BOOTSTRAP_DRAWS", "PAPER_CONTRASTS", "PAPER_FITS", "contrast_table", "control_rows", "paper_result"]
 
@@ -154,7 +154,28 @@ def control_rows(result: ControlResult, n_resamples: int = BOOTSTRAP_DRAWS) -> l
     return rows
 
 
+_ALL_FITS = "tab:learned-control-all-fits"
+CONTROL_KINDS = Kinds(
+    columns=((_ALL_FITS, "Dev. excess BCE", Kind.MAGNITUDE), (_ALL_FITS, "* target acc.", Kind.PROPORTION),
+             (_ALL_FITS, "Pair action", Kind.PROPORTION),
+             ("fit-quality gate", "* (1 = yes)", Kind.INDICATOR),
+             ("fit-quality gate", "* (1 = gate failed)", Kind.INDICATOR),
+             ("fit-quality gate", "fits supporting the reading (of 5)", Kind.COUNT),
+             ("tab:learned-control-*-contrasts", "* estimate", Kind.ESTIMATE),
+             ("tab:learned-control-*-contrasts", "* interval excludes 0 with the paper's sign (1 = yes)",
+              Kind.INDICATOR),
+             ("learned-control design", "*", Kind.DESIGN)),
+    intervals=(Interval(_ALL_FITS, "Pair action", "Pair action lower", "Pair action upper"),
+               Interval("tab:learned-control-*-contrasts", "{} estimate", "{} lower", "{} upper")),
+    derived=((_ALL_FITS, "* (mean over fits)", "*", "the mean of the paper's five printed fits of the regimen "
+              "(tab:learned-control-all-fits); the paper prints no mean"),))
+"""Per fit: excess BCE (non-negative), target accuracies and pair action (shares, the latter with its interval);
+the gate's outcomes on our fits are measured (indicators, and a count per regimen); the contrasts are signed with
+their intervals; the soft-target entropy and episode count are design."""
+
+
 @register_reproduction("learned-control", "Same-architecture learned control with permutation augmentation "
-                       "(tab:learned-control-all-fits, primary and secondary contrasts)", issue="14")
+                       "(tab:learned-control-all-fits, primary and secondary contrasts)", issue="14",
+                       kinds=CONTROL_KINDS)
 def learned_control() -> list[Comparison]:
     return control_rows(paper_result())

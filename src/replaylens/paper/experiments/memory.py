@@ -49,7 +49,7 @@ from ..memory_audit import (
     development_conditions,
     test_conditions,
 )
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from ._run_export import read_export, run_section, section_rows, write_export
 
 __all__ = [
@@ -72,8 +72,13 @@ NOTE = ("exact structural count; blocks built from the verified public data (32 
 @cache
 def _blocks(n: int, seed: int) -> MemoryBlocks:
     return build_memory_blocks(n, seed=seed)
+ARTIFACT_KINDS = Kinds(columns=(("tab:memory-development", "Changed (of 64 blocks)", Kind.DESIGN),
+                                 ("tab:memory-test-artifacts", "* (of 192)", Kind.DESIGN)))
+"""Artifacts changed by a complete event reordering: exact consequences of each memory's rule."""
+
+
 @register_reproduction("memory-artifacts", "Bounded memories: changed artifacts after complete-event reordering",
-                       issue="6")
+                       issue="6", kinds=ARTIFACT_KINDS)
 def memory_artifacts() -> list[Comparison]:
     rows: list[Comparison] = []
     dev = _blocks(16, DEV_SEED)

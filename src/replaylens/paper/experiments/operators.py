@@ -54,7 +54,7 @@ from ..operators import (
     readout_operators,
     threshold_sensitivity,
 )
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from .synthetic_suite import SEED, SIGMA, suite
 
 __all__ = [
@@ -244,8 +244,19 @@ EXACT_ZERO = {("invariant", "A_rekey"), ("invariant", "D_A^value"), ("invariant"
               ("key-only", "D_A^value"), ("key-only", "D_A^pair"), ("commutative", "D_A^pair")}
 
 
+CALIBRATION_KINDS = Kinds(columns=(
+    *(("tab:content-calibration", FAMILY_ROWS[fam], col, Kind.DESIGN) for fam, col in sorted(EXACT_ZERO)),
+    ("tab:content-calibration", "A_rekey", Kind.PROPORTION), ("tab:content-calibration", "D_A^*", Kind.PROPORTION),
+    ("tab:content-calibration", "n_op", Kind.DESIGN), ("tab:content-calibration", "Correct", Kind.COUNT),
+    ("tab:content-calibration", "Profiles", Kind.COUNT),
+    ("canonical exact checks", "streams where d=0.60 differs", Kind.COUNT),
+    ("canonical exact checks", "correctly decoded", Kind.COUNT), ("canonical exact checks", "*", Kind.DESIGN)))
+"""Structural zeros (``EXACT_ZERO``) are design, measured responses shares; family sizes are design; decoded and
+profile counts are measured (the order-sensitive d = 0.60 profile count among them)."""
+
+
 @register_reproduction("content-calibration", "Canonical operator calibration: blinded signatures and decoder",
-                       issue="3")
+                       issue="3", kinds=CALIBRATION_KINDS)
 def content_calibration() -> list[Comparison]:
     cal = canonical_calibration()
     rows: list[Comparison] = []
@@ -329,7 +340,15 @@ PAPER_COMPOSITE = {"value-order": ("Value–order", 4, 0.000, 0.162, 0.162),
                    "key-order": ("Key–order", 2, 0.665, 0.160, 0.142)}
 
 
-@register_reproduction("content-composite", "Held-out composite operators: blinded direct signatures", issue="3")
+COMPOSITE_KINDS = Kinds(columns=(("tab:hidden-operator-holdout", "n", Kind.DESIGN),
+                                  ("tab:hidden-operator-holdout", "Value–order", "A_rekey", Kind.DESIGN),
+                                  ("tab:hidden-operator-holdout", "Key–value", "D_A^pair", Kind.DESIGN),
+                                  ("tab:hidden-operator-holdout", "*", Kind.PROPORTION),
+                                  ("composite exact checks", "*", Kind.DESIGN)))
+
+
+@register_reproduction("content-composite", "Held-out composite operators: blinded direct signatures", issue="3",
+                       kinds=COMPOSITE_KINDS)
 def content_composite() -> list[Comparison]:
     res = composite_signatures()
     rows: list[Comparison] = []
@@ -360,7 +379,18 @@ def _state_signature(op: Operator, cells: str = "value,pair") -> Signature:
     return operator_signature(op.agent, state=op.state, cells=cells)
 
 
-@register_reproduction("random-operators", "Coefficient-randomized online operators (24 writers)", issue="3")
+RANDOM_OPERATOR_KINDS = Kinds(columns=(
+    ("tab:random-operator-stress", "n", Kind.DESIGN),
+    ("tab:random-operator-stress", "Commutative sum", "D_A^pair", Kind.DESIGN),
+    ("tab:random-operator-stress", "Commutative sum", "Pair-state", Kind.DESIGN),
+    ("tab:random-operator-stress", "Pair-state", Kind.MAGNITUDE),
+    ("tab:random-operator-stress", "A_rekey", Kind.PROPORTION),
+    ("tab:random-operator-stress", "D_A^*", Kind.PROPORTION),
+    ("tab:random-operator-stress", "operators with nonzero pair action or state", Kind.DESIGN)))
+
+
+@register_reproduction("random-operators", "Coefficient-randomized online operators (24 writers)", issue="3",
+                       kinds=RANDOM_OPERATOR_KINDS)
 def random_operator_stress() -> list[Comparison]:
     ops = random_operators()
     sigs = [_state_signature(op) for op in ops]
@@ -390,8 +420,15 @@ def random_operator_stress() -> list[Comparison]:
     return rows
 
 
+READOUT_KINDS = Kinds(columns=(
+    ("readout exact checks", "*", Kind.DESIGN), ("tab:readout-invariance", "* / Commutative", "*", Kind.DESIGN),
+    ("tab:readout-invariance", "D_A^pair", Kind.PROPORTION), ("tab:readout-invariance", "State", Kind.MAGNITUDE),
+    ("tab:readout-invariance", "n_*", Kind.COUNT)))
+"""Commutative writers' pair responses are exact zeros under every readout; the recurrent ones are measured."""
+
+
 @register_reproduction("readout-invariance", "Pair responses under coordinate, orthogonal and mixed readouts",
-                       issue="3")
+                       issue="3", kinds=READOUT_KINDS)
 def readout_invariance() -> list[Comparison]:
     ops = readout_operators()
     rows: list[Comparison] = []
@@ -425,7 +462,16 @@ def readout_invariance() -> list[Comparison]:
 # ---------------------------------------------------------------- §1.5 nonlinear
 
 
-@register_reproduction("content-nonlinear", "Independent nonlinear state-coordinate check (draws A and B)", issue="3")
+NONLINEAR_KINDS = Kinds(columns=(
+    ("nonlinear exact checks", "*", Kind.DESIGN),
+    ("tab:content-nonlinear", "Nonlinear commutative *", "State", Kind.DESIGN),
+    ("tab:content-nonlinear", "Nonlinear commutative *", "Pair", Kind.DESIGN),
+    ("tab:content-nonlinear", "State", Kind.MAGNITUDE), ("tab:content-nonlinear", "*", Kind.PROPORTION)))
+"""The commutative writer's pair state and action are exact zeros; distances are non-negative, responses shares."""
+
+
+@register_reproduction("content-nonlinear", "Independent nonlinear state-coordinate check (draws A and B)", issue="3",
+                       kinds=NONLINEAR_KINDS)
 def content_nonlinear() -> list[Comparison]:
     ops = nonlinear_operators()
     rows: list[Comparison] = []
@@ -591,7 +637,23 @@ def _threshold_rows(res: dict[str, BlindResult]) -> list[Comparison]:
     return rows
 
 
-@register_reproduction("family-blind", "Family-blind calibration of the pair law (threshold 0.050 frozen)", issue="3")
+BLIND_KINDS = Kinds(columns=(
+    ("tab:content-blind", "* pair-preserving", "Correct", Kind.DESIGN),
+    ("tab:content-blind", "* pair-preserving", "Accuracy", Kind.DESIGN),
+    ("tab:blind-relation-challenge", "pair-preserving", "*", Kind.DESIGN),
+    ("tab:blind-relation-challenge", "Pair action", Kind.PROPORTION),
+    ("tab:blind-relation-challenge", "Pair state", Kind.MAGNITUDE),
+    ("tab:blind-relation-challenge", "Calibration accuracy", Kind.PROPORTION),
+    ("tab:content-blind", "Total", Kind.DESIGN), ("tab:content-blind", "Correct", Kind.COUNT),
+    ("tab:content-blind", "Accuracy", Kind.PROPORTION), ("tab:blind-relation-challenge", "n", Kind.DESIGN),
+    ("tab:blind-threshold-sensitivity", "Accuracy", Kind.PROPORTION),
+    ("tab:blind-threshold-sensitivity", "Specificity", Kind.DESIGN),
+    ("tab:blind-threshold-sensitivity", "Sensitivity", Kind.PROPORTION)))
+"""Pair-preserving writers have exactly zero pair responses and decode exactly (design); the rest are measured."""
+
+
+@register_reproduction("family-blind", "Family-blind calibration of the pair law (threshold 0.050 frozen)", issue="3",
+                       kinds=BLIND_KINDS)
 def family_blind_repro() -> list[Comparison]:
     res = {d: family_blind(d) for d in ("A", "B")}
     rows = _content_blind_rows(res) + _relation_rows(res["A"]) + _threshold_rows(res) + _writer_rows(res)

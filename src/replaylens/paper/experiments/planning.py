@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from ..tools import (
     CONFIGS,
     N_EXPERIMENTS,
@@ -78,9 +78,15 @@ _S6 = {"aligned": (3.708, 0.027, 0.009, 0.046), "value": (3.417, 0.264, 0.208, 0
        "pair": (3.583, 0.027, 0.009, 0.046), "rename": (3.896, 0.027, 0.008, 0.045)}
 
 
+PLANNING_KINDS = Kinds(columns=(
+    ("structure", "count", Kind.DESIGN), ("invariant", "*", Kind.DESIGN),
+    ("tab:sequential-utility-contrasts", "level", Kind.DESIGN)))
+"""Design counts, exact invariants of the scripted planner (same records, same trajectories) and CI levels."""
+
+
 @register_reproduction("sequential-planning",
                        "Sequential experiment planning over 96 configurations with sealed final-test scoring "
-                       "(scripted planner)", issue="7")
+                       "(scripted planner)", issue="7", kinds=PLANNING_KINDS)
 def sequential_planning() -> list[Comparison]:
     out = run_experiment()
     res, suite = out["analysis"], out["suite"]
@@ -172,7 +178,7 @@ EMBEDDED_NOTE = ("embedded SmolLM2-135M-Instruct, grammar-constrained JSON tool 
 
 
 @register_reproduction(EMBEDDED, "Sequential experiment planning with the embedded model (re-analysis of a committed "
-                       "export; zero model calls)", issue="7")
+                       "export; zero model calls)", issue="7", kinds=PLANNING_KINDS)
 def sequential_planning_embedded(path: Path | None = None) -> list[Comparison]:
     from .code_debugging import embedded_export_rows, failure_profile_rows
 

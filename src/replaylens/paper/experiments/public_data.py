@@ -73,7 +73,7 @@ from ..persistent import (
     cross_fit,
     fit_selected_only,
 )
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Interval, Kind, Kinds, compare, register_reproduction
 from ..substrates.public import BUDGET, PublicWorld, build_public, effective_cost
 
 __all__ = [
@@ -232,6 +232,12 @@ def _interval_rows(table: str, row: str, paper: Sequence[float | None] | None, o
     return out
 
 
+_CI = (Interval("*", "estimate", "lower", "upper"), Interval("*", "{} estimate", "{} lower", "{} upper"))
+"""``_interval_rows``' columns: ``[prefix ]estimate`` / ``lower`` / ``upper`` of one row."""
+_SIGN_ROW = ("*", "sign of estimate", Kind.INDICATOR)
+"""Declared before the ``* estimate`` patterns it would otherwise fall under (the first matching entry wins)."""
+
+
 def _sign(x: float) -> float:
     return float(np.sign(round(x, 12)))
 
@@ -249,8 +255,18 @@ PAPER_STRATA = {  # (family, context): OCRR, No update, ΔU est, lower, upper (1
 }
 
 
+STRATA_KINDS = Kinds(
+    columns=(_SIGN_ROW, ("tab:public-data-strata", "OCRR", Kind.ESTIMATE),
+             ("tab:public-data-strata", "No update", Kind.ESTIMATE),
+             ("tab:public-data-strata", "* estimate", Kind.ESTIMATE),
+             ("consistency", "pooled − mean of the 4 strata", Kind.DESIGN)),
+    intervals=_CI)
+"""Utility levels and the OCRR − No update contrast (×10⁻³) per stratum with its interval; the pooled
+consistency is arithmetic."""
+
+
 @register_reproduction("public-data-strata", "Public-data endpoint check by stratum (OCRR vs No update)",
-                       issue="4")
+                       issue="4", kinds=STRATA_KINDS)
 def public_data_strata() -> list[Comparison]:
     w = closed_loop_world()
     m = public_matrix()
@@ -287,8 +303,15 @@ PAPER_POOLED = {
 }
 
 
+POOLED_KINDS = Kinds(
+    columns=(_SIGN_ROW, ("tab:public-data-pooled", "* estimate", Kind.ESTIMATE),
+             ("tab:public-data-pooled", "n_streams", Kind.DESIGN),
+             ("tab:public-data-pooled", "future tasks per condition", Kind.DESIGN)),
+    intervals=_CI)
+
+
 @register_reproduction("public-data-pooled", "Public-data pooled contrasts (U and utility per effective cost)",
-                       issue="4")
+                       issue="4", kinds=POOLED_KINDS)
 def public_data_pooled() -> list[Comparison]:
     m = public_matrix()
     fut = {k: v.future_utility.mean(axis=(1, 2)) for k, v in m.items()}
@@ -323,8 +346,18 @@ PAPER_CONDITIONS = {  # utility, regret, utility/cost
 }
 
 
+CONDITIONS_KINDS = Kinds(
+    columns=(("tab:public-data-conditions", "utility", Kind.ESTIMATE),
+             ("tab:public-data-conditions", "regret", Kind.MAGNITUDE),
+             ("tab:public-data-conditions", "utility/cost", Kind.ESTIMATE),
+             ("consistency", "max |utility + regret − oracle|", Kind.DESIGN)),
+    derived=(("consistency", "every condition", "utility + regret (pooled oracle)",
+              "the sum of the paper's printed utility and regret cells of a condition (tab:public-data-conditions)"),))
+"""Utility levels (signed), regret (non-negative); utility + regret is a sum of printed cells, not a printed number."""
+
+
 @register_reproduction("public-data-conditions", "Public-data condition means (utility, regret, utility per cost)",
-                       issue="4")
+                       issue="4", kinds=CONDITIONS_KINDS)
 def public_data_conditions() -> list[Comparison]:
     w = closed_loop_world()
     m = public_matrix()
@@ -419,8 +452,19 @@ UCB1_NOTE = ("UCB1 = the library's `ucb1` ledger (per-stratum count and micro-un
              "read at the terminal state; value/pair share one 24-slot derangement, key-slot its own")
 
 
+UCB1_KINDS = Kinds(
+    columns=(("tab:public-ucb1-pooled", "Rekey", "A *", Kind.DESIGN),
+             ("tab:public-ucb1-pooled", "Pair", "*", Kind.DESIGN),
+             ("tab:public-ucb1-pooled", "A estimate", Kind.PROPORTION),
+             ("tab:public-ucb1-pooled", "ΔU estimate", Kind.ESTIMATE),
+             ("tab:public-ucb1-pooled", "ΔO estimate", Kind.ESTIMATE), ("zero law", "*", Kind.DESIGN)),
+    intervals=_CI)
+"""Structural rows (as the code marks them): a derangement rekey moves every UCB1 action (A = 1 with its limits) and
+pair transport changes nothing; the other cells' A (a share), ΔU and ΔO with their intervals are measured."""
+
+
 @register_reproduction("public-ucb1-replay", "UCB1 replay within family–context strata on measured outcomes",
-                       issue="4")
+                       issue="4", kinds=UCB1_KINDS)
 def public_ucb1_replay() -> list[Comparison]:
     dec = _ucb1_decisions()
     rows: list[Comparison] = []
@@ -503,8 +547,26 @@ def _single_label_rows(w: PublicWorld, s: int, paper: tuple[float, float, float]
     return out
 
 
+STRUCTURAL_KINDS = Kinds(
+    columns=(("tab:public-structural-replay-strata", "* Pair", "*", Kind.DESIGN),
+             ("tab:public-structural-replay-strata", "* Rekey", "* A", Kind.DESIGN),
+             ("tab:public-structural-replay-strata", "breast-cancer Time", "*", Kind.DESIGN),
+             ("tab:public-structural-replay-strata", "breast-cancer Value", "*", Kind.DESIGN),
+             ("tab:public-structural-replay-intervals", "Pair", "*", Kind.DESIGN),
+             ("tab:public-structural-replay-intervals", "Rekey", "A *", Kind.DESIGN),
+             ("tab:public-structural-replay-strata", "* A", Kind.PROPORTION),
+             ("tab:public-structural-replay-intervals", "A estimate", Kind.PROPORTION),
+             ("tab:public-structural-replay-strata", "* ΔU", Kind.ESTIMATE),
+             ("tab:public-structural-replay-strata", "* ΔO", Kind.ESTIMATE),
+             ("tab:public-structural-replay-intervals", "* estimate", Kind.ESTIMATE),
+             ("OCRR trace", "blocks with a single label (of 48)", Kind.COUNT), ("zero law", "*", Kind.DESIGN)),
+    intervals=_CI)
+"""Structural rows as the code marks them (pair zero law; rekey moves every winner; breast-cancer time and value
+leave single-label blocks unchanged) are design; the rest are measured."""
+
+
 @register_reproduction("public-structural-replay", "Structural replay on measured outcomes: count–sum ledger",
-                       issue="4")
+                       issue="4", kinds=STRUCTURAL_KINDS)
 def public_structural_replay() -> list[Comparison]:
     w = closed_loop_world()
     dec = _structural_decisions()
@@ -633,8 +695,19 @@ def _fold_values(pr: PersistentReplay, i: int, cell: str) -> dict[str, np.ndarra
     return {m: np.mean([v[m] for v in per_fit], axis=0) for m in ("A", "ΔU", "ΔO")}
 
 
+PERSISTENT_KINDS = Kinds(
+    columns=(("tab:public-persistent-agent-folds", "A estimate", Kind.PROPORTION),
+             ("tab:public-persistent-agent-folds", "ΔU estimate", Kind.ESTIMATE),
+             ("tab:public-persistent-agent-folds", "ΔO estimate", Kind.ESTIMATE),
+             ("tab:content-measured", "Action", Kind.PROPORTION), ("tab:content-measured", "ΔU", Kind.ESTIMATE),
+             ("tab:content-measured", "ΔO", Kind.ESTIMATE), ("persistent agent", "aligned replay vs *", Kind.DESIGN)),
+    intervals=_CI)
+"""Per fold and cell: the action response (a share) and ΔU (×10⁻³), ΔO with their intervals; replaying the
+aligned cell reproduces the closed loop exactly."""
+
+
 @register_reproduction("public-persistent-agent-folds", "Cross-fitted persistent recurrent agent on measured "
-                       "outcomes (two folds)", issue="4")
+                       "outcomes (two folds)", issue="4", kinds=PERSISTENT_KINDS)
 def public_persistent_agent_folds() -> list[Comparison]:
     pr = _persistent()
     rows: list[Comparison] = []
@@ -742,8 +815,18 @@ def best_second_gap(future_utility: np.ndarray) -> np.ndarray:
     return gap.reshape(gap.shape[0], -1).mean(axis=1)
 
 
+RESOLUTION_KINDS = Kinds(columns=(
+    ("tab:utility-resolution-compact", "N_S", Kind.COUNT), ("tab:utility-resolution-compact", "ΔU", Kind.ESTIMATE),
+    ("tab:utility-resolution-compact", "|ΔU|*", Kind.MAGNITUDE),
+    ("tab:utility-resolution-compact", "Harm", Kind.PROPORTION),
+    ("tab:utility-resolution-compact", "Tie", Kind.PROPORTION),
+    ("tab:utility-resolution-compact", "Gain", Kind.PROPORTION),
+    ("consistency", "harm + tie + gain", Kind.DESIGN), ("best vs second-best gap", "*", Kind.MAGNITUDE)))
+"""Switch counts, signed and absolute utility changes (×10⁻³), harm / tie / gain shares, the best − second-best gap."""
+
+
 @register_reproduction("utility-resolution", "Utility resolution and action switches (harm / tie / gain) on "
-                       "measured outcomes", issue="4")
+                       "measured outcomes", issue="4", kinds=RESOLUTION_KINDS)
 def utility_resolution() -> list[Comparison]:
     w = public_world()
     pr = _persistent()
@@ -829,8 +912,14 @@ def _gamma_by_draw(dec: Decisions, y: str, stratum: int | None) -> np.ndarray:
     return np.asarray(out)
 
 
+MAP_FAMILY_KINDS = Kinds(columns=(
+    ("tab:primary-operator-robustness", "*", Kind.ESTIMATE), ("map-family sensitivity", "strata with *", Kind.COUNT),
+    ("tab:changed-substrate-map-summary (ranges)", "*", Kind.ESTIMATE)))
+"""Ranges (min, max) of Γ_U and Γ_O over draws and maps are signed estimates; the strata counts are measured."""
+
+
 @register_reproduction("map-family-sensitivity", "Map-family sensitivity: five fixed placebo draws × nine maps "
-                       "(primary and changed substrates)", issue="4")
+                       "(primary and changed substrates)", issue="4", kinds=MAP_FAMILY_KINDS)
 def map_family_sensitivity() -> list[Comparison]:
     dec = _sensitivity_decisions()
     rows: list[Comparison] = []
@@ -984,8 +1073,18 @@ def _map_initials(images: Sequence[int], arms: Sequence[str]) -> str:
     return "".join(arms[i][0].upper() for i in images)
 
 
+CHANGED_ENDPOINT_KINDS = Kinds(
+    columns=(("changed-substrate endpoint", "estimate", Kind.ESTIMATE),
+             ("changed-substrate endpoint", "OCRR − No update", Kind.ESTIMATE),
+             ("changed-substrate endpoint", "mismatches vs closed-loop future", Kind.DESIGN),
+             ("consistency", "pooled − mean of strata", Kind.DESIGN),
+             ("tab:cross-substrate-replay", "OCRR − replay", Kind.ESTIMATE),
+             ("tab:cross-substrate-replay", "positive strata", Kind.COUNT)),
+    intervals=_CI)
+
+
 @register_reproduction("changed-substrate-endpoint", "Changed substrate: OCRR − No update and the fixed-label "
-                       "replay over the nine derangements", issue="4")
+                       "replay over the nine derangements", issue="4", kinds=CHANGED_ENDPOINT_KINDS)
 def changed_substrate_endpoint() -> list[Comparison]:
     cs = changed_suite()
     w = cs.world
@@ -1029,8 +1128,16 @@ SELECTED_NOTE = ("selected-outcome-only writer h = Σ(u − ½)p_ℓ (p ∈ ℝ�
                  "loss kept), evaluated on streams 24–47; value and pair share one 48-slot derangement; ")
 
 
+CHANGED_SELECTED_KINDS = Kinds(
+    columns=(("changed-substrate selected-only", "estimate", Kind.ESTIMATE),
+             ("tab:cross-substrate-selected-only", "Γ_*", Kind.ESTIMATE),
+             ("tab:cross-substrate-selected-only", "pair changes (of 10,368)", Kind.DESIGN),
+             ("tab:cross-substrate-selected-only", "compared actions per stratum", Kind.DESIGN)),
+    intervals=_CI)
+
+
 @register_reproduction("changed-substrate-selected-only", "Changed substrate: fitted selected-outcome-only writer "
-                       "(aligned − value interactions)", issue="4")
+                       "(aligned − value interactions)", issue="4", kinds=CHANGED_SELECTED_KINDS)
 def changed_substrate_selected_only() -> list[Comparison]:
     cs = changed_suite()
     dec = cs.selected
@@ -1094,8 +1201,17 @@ PLACEBO_NOTE = ("time-preserving placebo: OCRR outcomes stay in their slots, lab
                 "− δ_placebo over the nine maps; ")
 
 
+CHANGED_PLACEBO_KINDS = Kinds(
+    columns=(("time-preserving placebo", "blocks left identical (of 192)", Kind.COUNT),
+             ("time-preserving placebo", "U", Kind.ESTIMATE),
+             ("time-preserving placebo", "future actions changed", Kind.PROPORTION),
+             ("tab:changed-substrate-map-summary", "estimate", Kind.ESTIMATE),
+             ("tab:changed-substrate-map-summary (ranges)", "*", Kind.ESTIMATE)),
+    intervals=_CI)
+
+
 @register_reproduction("changed-substrate-placebo", "Changed substrate: time-preserving placebo "
-                       "(tab:changed-substrate-map-summary, upper block)", issue="4")
+                       "(tab:changed-substrate-map-summary, upper block)", issue="4", kinds=CHANGED_PLACEBO_KINDS)
 def changed_substrate_placebo() -> list[Comparison]:
     cs = changed_suite()
     dec = cs.placebo

@@ -44,7 +44,7 @@ from ..controllers import (
     ocrr_agent,
     run_closed_loop,
 )
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Interval, Kind, Kinds, compare, register_reproduction
 from ..substrates.synthetic import SyntheticWorld, build_synthetic
 
 SEED = 20260822
@@ -112,7 +112,23 @@ PAPER_SUMMARY = {  # condition: (adapt utility, adapt gap, future utility, futur
 }
 
 
-@register_reproduction("condition-summary", "Closed-loop controller matrix and controller contrasts", issue="3")
+_ZERO_WORDS = ("the paper prints no per-stratum value; its text says only that the stratified table keeps 'the "
+               "zero-utility primary rows' (L2020)")
+CONDITION_SUMMARY_KINDS = Kinds(
+    columns=(("tab:condition-summary", "utility", Kind.ESTIMATE),
+             ("tab:condition-summary", "oracle gap", Kind.MAGNITUDE),
+             ("partA §4.2 contrasts", "estimate", Kind.ESTIMATE),
+             ("partA §4.2 contrasts", "utility per effective cost", Kind.ESTIMATE),
+             ("OCRR − No update by stratum", "future utility", Kind.ESTIMATE),
+             ("OCRR − No update by stratum", "opposite signs, low positive*", Kind.INDICATOR)),
+    intervals=(Interval("partA §4.2 contrasts", "estimate", "lower", "upper"),),
+    derived=(("OCRR − No update by stratum", "source/*", "future utility", _ZERO_WORDS),
+             ("OCRR − No update by stratum", "survival/*", "future utility", _ZERO_WORDS)))
+"""Utility levels are signed estimates, oracle gaps non-negative; the per-stratum zeros rest on words (L2020)."""
+
+
+@register_reproduction("condition-summary", "Closed-loop controller matrix and controller contrasts", issue="3",
+                       kinds=CONDITION_SUMMARY_KINDS)
 def condition_summary_repro() -> list[Comparison]:
     s = suite()
     mats = _matrix()
@@ -191,7 +207,17 @@ PAPER_CONTROLS = {
 }
 
 
-@register_reproduction("representation-controls", "Matched state variants on the primary fixed trace", issue="3")
+REPRESENTATION_CONTROLS_KINDS = Kinds(columns=(
+    ("tab:representation-controls", "Mean utility", Kind.ESTIMATE),
+    ("tab:representation-controls", "Minimum", Kind.ESTIMATE),
+    ("tab:representation-controls", "Maximum", Kind.ESTIMATE),
+    ("tab:representation-controls", "Action", Kind.PROPORTION),
+    ("tab:representation-controls", "Oracle", Kind.ESTIMATE)))
+"""ΔU (mean, per-map minimum and maximum) and ΔO are signed; the action response is a share of decisions."""
+
+
+@register_reproduction("representation-controls", "Matched state variants on the primary fixed trace", issue="3",
+                       kinds=REPRESENTATION_CONTROLS_KINDS)
 def representation_controls() -> list[Comparison]:
     s = suite()
     rows: list[Comparison] = []
@@ -213,8 +239,14 @@ PAPER_TP_INTERACTION = {  # y: (metric, estimate, lower, upper); p < 0.001 for a
 }
 
 
+REPRESENTATION_INTERACTION_KINDS = Kinds(
+    columns=(("tab:representation-interaction", "estimate", Kind.ESTIMATE),
+             ("tab:representation-interaction", "p < 0.001", Kind.INDICATOR)),
+    intervals=(Interval("tab:representation-interaction", "estimate", "lower", "upper"),))
+
+
 @register_reproduction("representation-interaction", "Paired OCRR − time-preserving-placebo interaction "
-                       "(tab:representation-interaction)", issue="14")
+                       "(tab:representation-interaction)", issue="14", kinds=REPRESENTATION_INTERACTION_KINDS)
 def representation_interaction() -> list[Comparison]:
     """OCRR minus the TP placebo on the same derangement and stream (the two rows of
     tab:representation-controls), averaged over the nine maps per stream; 20,000-draw stream-cluster
@@ -242,8 +274,18 @@ NULL_DETAIL_TABLE = {"Pair placebo − value null": "tab:pair-preserving-detail"
 """Contrasts of the semantic-null reproduction printed in another table than tab:semantic-null-detail."""
 
 
+SEMANTIC_NULL_KINDS = Kinds(
+    columns=(("tab:semantic-null-detail", "estimate", Kind.ESTIMATE),
+             ("tab:pair-preserving-detail", "estimate", Kind.ESTIMATE),
+             ("tab:representation-writer-interactions", "Γ_* (aligned − shared TP)", Kind.ESTIMATE)),
+    intervals=(Interval("tab:semantic-null-detail", "estimate", "lower", "upper"),
+               Interval("tab:pair-preserving-detail", "estimate", "lower", "upper"),
+               Interval("tab:representation-writer-interactions", "Γ_U (aligned − shared TP)", "Γ_U lower",
+                        "Γ_U upper")))
+
+
 @register_reproduction("semantic-null", "Value null, time placebo and pair-preserving placebo interactions",
-                       issue="3")
+                       issue="3", kinds=SEMANTIC_NULL_KINDS)
 def semantic_null() -> list[Comparison]:
     s = suite()
     dec = s.decisions["ocrr"]
@@ -279,11 +321,29 @@ def semantic_null() -> list[Comparison]:
             g = _shared_tp(s.decisions[key], dec, y)
             rows.append(compare("tab:representation-writer-interactions", name, f"Γ_{y} (aligned − shared TP)", pw,
                                 g.estimate, 0.05, NOTE))
+            if y == "U":  # the paper prints Γ_U's interval (issue 50: side-checked)
+                _e, lo, hi, _p = _ci(g.values, f"writer-{key}-U")
+                rows += [compare("tab:representation-writer-interactions", name, f"Γ_U {side}", pv, ov, 0.05, NOTE)
+                         for side, pv, ov in zip(("lower", "upper"), WRITER_U_LIMITS[name], (lo, hi), strict=True)]
     return rows
 
 
+WRITER_U_LIMITS = {"OCRR": (0.286, 0.359), "UCB1": (0.093, 0.164), "Local-only": (0.206, 0.274),
+                   "Global-only": (0.262, 0.333)}
+"""tab:representation-writer-interactions: the paper's 95% limits of Γ_U per writer."""
+
+
+CONTENT_CONTRASTS_KINDS = Kinds(
+    columns=(("tab:content-contrasts A", "*", Kind.ESTIMATE),
+             ("tab:content-contrasts B", "Utility gap", Kind.ESTIMATE),
+             ("tab:content-contrasts B", "Action disagreement", Kind.PROPORTION),
+             ("tab:content-contrasts B", "Oracle gap", Kind.ESTIMATE)),
+    intervals=(Interval("tab:content-contrasts B", "{}", "{} lower", "{} upper"),))
+"""Panel A: interactions U, A, O (signed contrasts); panel B: written − empty with its three intervals."""
+
+
 @register_reproduction("content-contrasts", "Replay interactions and the written − empty state-use contrast",
-                       issue="3")
+                       issue="3", kinds=CONTENT_CONTRASTS_KINDS)
 def content_contrasts() -> list[Comparison]:
     s = suite()
     rows: list[Comparison] = []
@@ -327,7 +387,16 @@ def _empty_state_agent() -> Agent:
     return from_callables(ctl.writer.init_state, update, act, name="empty-state-ocrr")
 
 
-@register_reproduction("action-divergence", "Permutation replay (cyclic map ARMC) vs OCRR by stratum", issue="3")
+ACTION_DIVERGENCE_KINDS = Kinds(
+    columns=(("tab:action-divergence", "estimate", Kind.PROPORTION),
+             ("tab:secondary-comparison", "difference", Kind.ESTIMATE)),
+    intervals=(Interval("tab:action-divergence", "estimate", "lower", "upper"),
+               Interval("tab:secondary-comparison", "difference", "lower", "upper")))
+"""Per-stratum action divergence is a share of decisions; the secondary comparison a signed difference."""
+
+
+@register_reproduction("action-divergence", "Permutation replay (cyclic map ARMC) vs OCRR by stratum", issue="3",
+                       kinds=ACTION_DIVERGENCE_KINDS)
 def action_divergence() -> list[Comparison]:
     s = suite()
     dec = s.decisions["ocrr"]
@@ -342,15 +411,32 @@ def action_divergence() -> list[Comparison]:
         per_stream = np.array([changed[sel & (dec.stream_idx == r)].mean() for r in range(len(dec.plan.streams))])
         rows.append(compare("tab:action-divergence", "/".join(st), "estimate", paper[st], float(per_stream.mean()),
                             0.15, NOTE))
+        _e, lo, hi, _p = _ci(per_stream, f"divergence-{'-'.join(st)}")  # issue 50: the paper's limits side-checked
+        rows += [compare("tab:action-divergence", "/".join(st), side, pv, ov, 0.15, NOTE)
+                 for side, pv, ov in zip(("lower", "upper"), DIVERGENCE_LIMITS[st], (lo, hi), strict=True)]
     du = s.decisions["ocrr"]
     util = du.chosen_utility()[0, :, 0, 0]
     vals = pool_tasks(util[0] - util[m], du)
-    est, _lo, _hi, _p = _ci(vals, "ocrr-minus-replay")
+    est, lo, hi, _p = _ci(vals, "ocrr-minus-replay")
     rows.append(compare("tab:secondary-comparison", "OCRR − Permutation replay", "difference", 0.029, est, 0.03, NOTE))
+    rows += [compare("tab:secondary-comparison", "OCRR − Permutation replay", side, pv, ov, 0.03, NOTE)
+             for side, pv, ov in (("lower", 0.021, lo), ("upper", 0.037, hi))]
     return rows
 
 
-@register_reproduction("label-controls", "Label-equivariance calibration and the label-invariant control", issue="3")
+DIVERGENCE_LIMITS = {("source", "low"): (1.0, 1.0), ("source", "high"): (1.0, 1.0), ("temporal", "low"): (0.771, 0.958),
+                     ("temporal", "high"): (0.625, 0.875), ("survival", "balanced"): (1.0, 1.0),
+                     ("survival", "rare"): (1.0, 1.0)}
+"""tab:action-divergence: the paper's 95% limits per stratum."""
+
+
+LABEL_CONTROLS_KINDS = Kinds(columns=(("label-equivariance calibration", "max |* difference|", Kind.DESIGN),
+                                       ("label-invariant control", "action response", Kind.DESIGN)))
+"""Exact zeros of the equivariant selector and of the label-invariant writer (theorems)."""
+
+
+@register_reproduction("label-controls", "Label-equivariance calibration and the label-invariant control", issue="3",
+                       kinds=LABEL_CONTROLS_KINDS)
 def label_controls() -> list[Comparison]:
     s = suite()
     h = s.world.history(s.ocrr.adapt_actions)
@@ -381,7 +467,12 @@ def label_controls() -> list[Comparison]:
     return rows
 
 
-@register_reproduction("time-cell", "Labels changed by the key-slot (time) draw on the OCRR trace", issue="3")
+TIME_CELL_KINDS = Kinds(columns=(("time placebo", "labels changed (of 9,216)", Kind.COUNT),
+                                  ("time placebo", "fraction changed", Kind.PROPORTION)))
+
+
+@register_reproduction("time-cell", "Labels changed by the key-slot (time) draw on the OCRR trace", issue="3",
+                       kinds=TIME_CELL_KINDS)
 def time_cell() -> list[Comparison]:
     s = suite()
     acts = s.ocrr.adapt_actions

@@ -17,7 +17,7 @@ import numpy as np
 from ...agents import relation_agent
 from ...replay import Decisions, replay, support_lookup
 from ...rng import derive_rng
-from ..reproduce import Comparison, compare, register_reproduction
+from ..reproduce import Comparison, Kind, Kinds, compare, register_reproduction
 from .synthetic_suite import NOTE, SEED, suite
 
 
@@ -53,8 +53,20 @@ def _signature(d: Decisions, maps: range, tasks: np.ndarray) -> dict[str, float]
     return {"A": float(ch), "dU": float(du), "dO": float(do)}
 
 
+WITNESS_KINDS = Kinds(columns=(
+    ("tab:endpoint-matched-witness", "lookup vs relation", "*", Kind.DESIGN),
+    ("tab:endpoint-matched-witness", "support lookup", "*", Kind.DESIGN),
+    ("tab:endpoint-matched-witness", "relation writer", "mean replay action response", Kind.PROPORTION),
+    ("tab:endpoint-matched-witness", "relation writer", "mean replay utility change", Kind.ESTIMATE),
+    ("tab:endpoint-matched-witness", "relation writer", "map–stream pairs changed (of 432)", Kind.COUNT),
+    ("diagnostic dominance", "ΔA", Kind.PROPORTION), ("diagnostic dominance", "ΔU", Kind.ESTIMATE),
+    ("diagnostic dominance", "ΔO", Kind.ESTIMATE)))
+"""The lookup matches the relation writer on the aligned cell and reads nothing under rekey (theorems); the
+relation writer's responses and the on − off contrasts are measured."""
+
+
 @register_reproduction("endpoint-witness", "Endpoint-matched finite-support witness (relation writer vs lookup) on "
-                       "the synthetic OCRR trace", issue="3")
+                       "the synthetic OCRR trace", issue="3", kinds=WITNESS_KINDS)
 def endpoint_witness() -> list[Comparison]:
     d_rel, d_look = _pair()
     rows: list[Comparison] = []
@@ -101,8 +113,19 @@ def endpoint_witness() -> list[Comparison]:
     return rows
 
 
+DOMINANCE_KINDS = Kinds(columns=(
+    ("tab:diagnostic-dominance-appendix", "A_R", Kind.PROPORTION),
+    ("tab:diagnostic-dominance-appendix", "A_L", Kind.DESIGN),
+    ("tab:diagnostic-dominance-appendix", "ΔU_R", Kind.ESTIMATE),
+    ("tab:diagnostic-dominance-appendix", "ΔU_L", Kind.DESIGN),
+    ("tab:diagnostic-dominance-appendix", "ΔO_R", Kind.ESTIMATE),
+    ("tab:diagnostic-dominance-appendix", "ΔO_L", Kind.DESIGN),
+    ("tab:diagnostic-dominance-appendix", "B_dec", Kind.DESIGN)))
+"""Relation writer (R): measured responses; lookup (L): exact zeros; the decoder's accuracy follows from them."""
+
+
 @register_reproduction("diagnostic-dominance", "Blinded calibration/holdout decoder under endpoint matching",
-                       issue="3")
+                       issue="3", kinds=DOMINANCE_KINDS)
 def diagnostic_dominance() -> list[Comparison]:
     d_rel, d_look = _pair()
     writers = {"relation": (d_rel, "replay-sensitive"), "lookup": (d_look, "replay-invariant")}

@@ -4,9 +4,10 @@ run under the declared tolerance policy (``_policy.py``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...errors import ConfigError
+from ._kinds import Kinds
 from ._policy import apply_policy
 from ._registry import Comparison
 
@@ -21,22 +22,24 @@ class Reproduction:
     title: str
     compute: Callable[[], list[Comparison]]
     issue: str = ""
+    kinds: Kinds = field(default_factory=Kinds)
+    """The declared kind of every compared column, the paper's intervals and derived targets (``_kinds.py``)."""
 
     def run(self) -> list[Comparison]:
-        """The reproduction's rows under the declared tolerance policy and sign rule (``_policy.py``)."""
-        return apply_policy(self.compute())
+        """The reproduction's rows under the declared kinds' bounds and the side checks (``_policy.py``)."""
+        return apply_policy(self.compute(), self.kinds)
 
 
 REPRODUCTIONS: dict[str, Reproduction] = {}
 
 
-def register_reproduction(name: str, title: str, issue: str = "") -> Callable[[Callable[[], list[Comparison]]],
-                                                                              Callable[[], list[Comparison]]]:
-    """Decorator registering a reproduction under ``name``."""
+def register_reproduction(name: str, title: str, issue: str = "", kinds: Kinds | None = None,
+                          ) -> Callable[[Callable[[], list[Comparison]]], Callable[[], list[Comparison]]]:
+    """Decorator registering a reproduction under ``name`` with its declared ``kinds``."""
     def deco(fn: Callable[[], list[Comparison]]) -> Callable[[], list[Comparison]]:
         if name in REPRODUCTIONS:
             raise ConfigError(f"reproduction {name!r} is registered twice")
-        REPRODUCTIONS[name] = Reproduction(name, title, fn, issue)
+        REPRODUCTIONS[name] = Reproduction(name, title, fn, issue, kinds or Kinds())
         return fn
     return deco
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._registry import COMPARED_MEASURED, STATUSES
+from ._registry import INDICATOR_STATUSES, STATUSES, VALUE_STATUSES
 
-__all__ = ["read_json_rows", "render_reproduction_markdown", "update_reproduction_markdown"]
+__all__ = ["escape_cell", "read_json_rows", "render_reproduction_markdown", "split_row",
+           "update_reproduction_markdown"]
 
 
 def read_json_rows(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -21,39 +23,58 @@ def read_json_rows(lines: Iterable[str]) -> list[dict[str, Any]]:
     return out
 
 
+def escape_cell(text: object) -> str:
+    """A table cell's text with Markdown's cell separator escaped (``|ΔU|`` → ``\\|ΔU\\|``), on one line."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+_SEPARATOR = re.compile(r"(?<!\\)\|")
+
+
+def split_row(line: str) -> list[str]:
+    """The cells of a rendered table row, escaped separators unescaped."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    return [c.strip().replace("\\|", "|") for c in _SEPARATOR.split(body)]
+
+
 def _num(x: Any) -> str:
     if x is None:
         return "—"
     return f"{float(x):.3f}"
 
 
-_SHOWN = {"match": "match", "sign-level": "sign-level", "differs": "**differs**", "derived": "derived",
+_SHOWN = {"match": "match", "sign-level": "sign-level", "differs": "**differs**", "agrees": "agrees",
+          "disagrees": "**disagrees**", "derived": "derived",
           "design": "design", "design failed": "**design failed**", "sensitivity": "sensitivity",
           "self-check": "self-check", "self-check failed": "**self-check failed**", "n/a": "n/a"}  # status → cell
-_PLURAL = {"differs": "differ"}
+_PLURAL = {"differs": "differ", "agrees": "agree", "disagrees": "disagree"}
 
 
 def _legend() -> list[str]:
-    """What the statuses mean and the declared tolerance policy (from ``_policy.POLICY``)."""
-    from ._policy import POLICY, SIGN_GUARD
+    """What the statuses mean and the declared bounds by kind (from ``_policy.POLICY``)."""
+    from ._policy import NEAR_ZERO, POLICY
 
-    lines = ["Statuses: **match**: the paper printed this number for this system and ours agrees at the value-level "
-             "bound below; **sign-level**: ours agrees in sign (or side of zero or of a threshold) only; "
-             "**differs**: neither; **derived**: the expected value is a target derived from the paper (its source "
-             "in the note), not a number it printed; **design** / **design failed**: a constant of the design or an "
-             "exact consequence of it (counts, CI levels, quotas, exact zeros and gates of our own writers), "
-             "compared exactly; **sensitivity**: ours under an alternative reading (named in the note), not "
+    lines = ["Statuses: **match**: the paper printed this value for this system and ours agrees at the value-level "
+             "bound of the row's declared kind (below); **sign-level**: a signed estimate outside the bound whose "
+             "sign the paper claims (its 95% interval excludes 0, or the text states it) and ours has; **differs**: "
+             "neither; **agrees** / **disagrees**: an indicator (a sign, the side of zero or of a threshold, a "
+             "p-value below a threshold, a measured gate's outcome) equals / does not equal the paper's; "
+             "**derived**: the expected value is a target derived from the paper (its source in the note), not a "
+             "number it printed; **design** / **design failed**: a constant of the design or an exact consequence "
+             "of it, compared exactly; **sensitivity**: ours under an alternative reading (named in the note), not "
              "counted; **self-check** / **self-check failed**: a structural property of our own agent (e.g. the "
              "scripted Mean agent agreeing with the Mean rule); **n/a**: one side is missing (a hosted-model value "
              "shown for reference, or a quantity the paper does not report). Only **match** is a value-level "
              "reproduction; derived, design and sensitivity rows are never counted as matches.", "",
-             "Value-level bound (`replaylens/paper/reproduce/_policy.py`, docs/decisions.md issue 28; a declared "
-             "tolerance above the bound is narrowed, never widened):", ""]
-    lines += [f"- **{q}**: {rule.rule}. {rule.reason}." for q, rule in POLICY.items()]
-    lines += [f"- **{SIGN_GUARD.split(': ', 1)[0]}**: {SIGN_GUARD.split(': ', 1)[1]}.",
-              "- **sign and interval rule**: where the paper's 95% interval excludes zero, a `… sign` row compares the "
-              "paper estimate's sign with ours and a `… excludes 0` row checks that our interval excludes zero on "
-              "the same side.", ""]
+             "Value-level bound by declared kind (`replaylens/paper/reproduce/_policy.py`, `_kinds.py`; "
+             "docs/decisions.md, issue 50; a declared tolerance above the bound is narrowed, never widened):", ""]
+    lines += [f"- **{k}**: {rule.rule}. {rule.reason}." for k, rule in POLICY.items()]
+    lines += [f"- **{NEAR_ZERO.split(': ', 1)[0]}**: {NEAR_ZERO.split(': ', 1)[1]}.",
+              "- **side checks**: for every paper 95% interval a reproduction declares that excludes zero, an "
+              "`… excludes 0` indicator checks that ours excludes zero on the same side and, for a signed estimate, "
+              "a `… sign` indicator compares the estimate's sign; the note names the paper's interval.", ""]
     return lines
 
 
@@ -67,25 +88,86 @@ def _head(n: Mapping[str, int], header: str, body: list[str]) -> list[str]:
              "do not edit by hand.", ""]
     if header:
         lines += [header, ""]
-    total = sum(n.values())
+    stale = n.get("stale", 0)
+    total = sum(v for k, v in n.items() if k != "stale")
     counts = ", ".join(f"{n.get(s, 0)} {_PLURAL.get(s, s)}" for s in STATUSES)
-    measured = sum(n.get(s, 0) for s in COMPARED_MEASURED)
-    share = f"{100.0 * n.get('match', 0) / measured:.1f}%" if measured else "—"
-    return [*lines, f"**{total} rows: {counts}.**", "",
-            f"**Among the {measured} measured values compared with a number the paper printed (match, sign-level, "
-            f"differs), {n.get('match', 0)} ({share}) match at value level and {n.get('sign-level', 0)} at sign "
-            f"level only.**", "", *_legend(), *paper_table_lines(body)]
+    values = sum(n.get(s, 0) for s in VALUE_STATUSES)
+    indicators = sum(n.get(s, 0) for s in INDICATOR_STATUSES)
+
+    def share(k: int, of: int) -> str:
+        return f"{100.0 * k / of:.1f}%" if of else "—"
+
+    kept = stale_sections(body)
+    note = (f" Not counted: the {stale} rows of {len(kept)} sections kept from an earlier generation "
+            f"({', '.join(f'`{k}`' for k in kept)}; each marked at its heading)." if stale else "")
+    return [*lines, f"**{total} rows: {counts}.**{note}", "",
+            f"**Value rows** (a measured value compared with one the paper printed: match, sign-level, differs): "
+            f"**{values}**; {n.get('match', 0)} ({share(n.get('match', 0), values)}) match at value level, "
+            f"{n.get('sign-level', 0)} ({share(n.get('sign-level', 0), values)}) agree in sign only, "
+            f"{n.get('differs', 0)} ({share(n.get('differs', 0), values)}) differ.", "",
+            f"**Indicator rows** (a sign, a side of zero or of a threshold, a measured gate's outcome: agrees, "
+            f"disagrees): **{indicators}**; {n.get('agrees', 0)} ({share(n.get('agrees', 0), indicators)}) agree, "
+            f"{n.get('disagrees', 0)} ({share(n.get('disagrees', 0), indicators)}) disagree.", "",
+            *_legend(), *paper_table_lines(body)]
+
+
+STALE = "> **Not regenerated under the current policy**"
+"""First line of a section kept from an earlier generation (``mark_stale``): its rows are shown as then rendered
+and left out of the header's counts."""
+
+
+def stale_sections(body: Iterable[str]) -> list[str]:
+    """The sections of rendered lines that carry the ``STALE`` mark, in order."""
+    out, section = [], ""
+    for line in body:
+        if line.startswith(_SECTION):
+            section = line[len(_SECTION):].split("`", 1)[0]
+        elif line.startswith(STALE) and section:
+            out.append(section)
+    return out
 
 
 def _count(body: Iterable[str]) -> dict[str, int]:
-    """Rows per status in rendered section lines."""
+    """Rows per status in rendered section lines (rows of stale sections under ``"stale"``)."""
     n = {s: 0 for s in STATUSES}
+    n["stale"] = 0
+    stale = False
     for line in body:
-        if line.startswith("| ") and not line.startswith("| table |"):
+        if line.startswith(_SECTION):
+            stale = False
+        elif line.startswith(STALE):
+            stale = True
+        elif line.startswith("| ") and not line.startswith("| table |"):
+            if stale:
+                n["stale"] += 1
+                continue
             for status, cell in _SHOWN.items():
                 if line.endswith(f"| {cell} |"):
                     n[status] += 1
     return n
+
+
+def _escaped(line: str) -> str:
+    """A table row rendered before cells were escaped, with the "|" of its column label escaped (seven cells).
+    Such a row's separators are " | ", so its column is everything between the second and the fourth from last."""
+    if not line.startswith("| ") or len(split_row(line)) <= 7:
+        return line
+    parts = line.strip()[2:-2].split(" | ")
+    cells = [parts[0], parts[1], " | ".join(parts[2:-4]), *parts[-4:]]
+    return "| " + " | ".join(escape_cell(c) for c in cells[:3]) + " | " + " | ".join(cells[3:]) + " |"
+
+
+def mark_stale(text: str, names: Iterable[str], why: str) -> str:
+    """``text`` (a rendered document) with the ``STALE`` mark and ``why`` under the heading of each named section
+    (sections kept from an earlier generation because they were not regenerated); the header is recounted."""
+    _, secs = _sections(text)
+    wanted = set(names)
+    body: list[str] = []
+    for name, lines in secs.items():
+        if name in wanted and not any(ln.startswith(STALE) for ln in lines):
+            lines = [lines[0], "", f"{STALE}: {why}", *(_escaped(ln) for ln in lines[1:])]
+        body += lines
+    return "\n".join([*_head(_count(body), "", body), *body])
 
 
 def render_reproduction_markdown(rows: Iterable[Mapping[str, Any]], titles: Mapping[str, str] | None = None,
@@ -102,8 +184,8 @@ def render_reproduction_markdown(rows: Iterable[Mapping[str, Any]], titles: Mapp
         lines += ["| table | row | column | paper | ours | tolerance | status |", "|---|---|---|---|---|---|---|"]
         for r in group:
             status = _SHOWN.get(r["status"], r["status"])
-            lines.append(f"| {r['table']} | {r['row']} | {r['column']} | {_num(r['paper'])} | {_num(r['ours'])} | "
-                         f"{_num(r['tolerance'])} | {status} |")
+            lines.append(f"| {escape_cell(r['table'])} | {escape_cell(r['row'])} | {escape_cell(r['column'])} | "
+                         f"{_num(r['paper'])} | {_num(r['ours'])} | {_num(r['tolerance'])} | {status} |")
         notes = sorted({str(r["note"]) for r in group if r.get("note")})
         if notes:
             lines.append("")

@@ -4,8 +4,11 @@ A reproduction is a function returning :class:`Comparison` rows; ``replaylens pa
 prints them side by side and ``--json`` prints one object per row with the keys table, row,
 column, paper, ours, tolerance, status and note.  Statuses (:data:`STATUSES`):
 
-* ``match`` / ``sign-level`` / ``differs``: the paper printed this number for this system; ours agrees at the
-  value-level bound of the policy (``_policy.py``) / agrees in sign or side only / agrees in neither;
+* ``match`` / ``sign-level`` / ``differs``: the paper printed this value for this system; ours agrees at the
+  value-level bound of its declared kind (``_policy.py``, ``_kinds.py``) / agrees in sign only, where the paper
+  claims a sign / agrees in neither;
+* ``agrees`` / ``disagrees``: an indicator (a sign, the side of zero or of a threshold, a measured gate's outcome)
+  equals / does not equal the paper's;
 * ``derived``: the expected value is a target derived from the paper (e.g. in the spec), not a number it printed;
   shown with its source, never counted as a match;
 * ``design``: the value is a constant of the design (a count, a CI level, a quota, an exact zero of our own
@@ -25,12 +28,16 @@ from dataclasses import asdict, dataclass
 
 from ...errors import ConfigError
 
-__all__ = ["COMPARED_MEASURED", "STATUSES", "Comparison", "compare"]
+__all__ = ["COMPARED_MEASURED", "INDICATOR_STATUSES", "STATUSES", "VALUE_STATUSES", "Comparison", "compare"]
 
-STATUSES = ("match", "sign-level", "differs", "derived", "design", "design failed", "sensitivity", "self-check",
-            "self-check failed", "n/a")
-COMPARED_MEASURED = ("match", "sign-level", "differs")
-"""Statuses of a measured value compared with a number the paper printed (a table with one is reproduced)."""
+STATUSES = ("match", "sign-level", "differs", "agrees", "disagrees", "derived", "design", "design failed",
+            "sensitivity", "self-check", "self-check failed", "n/a")
+VALUE_STATUSES = ("match", "sign-level", "differs")
+"""Statuses of a measured value compared at value level with a number the paper printed."""
+INDICATOR_STATUSES = ("agrees", "disagrees")
+"""Statuses of an indicator (sign, side of zero or of a threshold, gate outcome) compared with the paper's."""
+COMPARED_MEASURED = VALUE_STATUSES + INDICATOR_STATUSES
+"""Statuses of a measured value or indicator compared with the paper's (a table with one is reproduced)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class Comparison:
     tolerance: float | None
     status: str
     note: str = ""
+    kind: str = ""
+    """The declared kind (``_kinds.Kind``); empty until the reproduction's declaration is applied."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -52,7 +61,7 @@ class Comparison:
 
 def compare(table: str, row: str, column: str, paper: float | None, ours: float | None,
             tolerance: float | None = 0.0, note: str = "", *, self_check: bool = False, derived: str = "",
-            sensitivity: str = "") -> Comparison:
+            sensitivity: str = "", kind: str = "") -> Comparison:
     """Build a row; status is ``match`` when |ours − paper| ≤ tolerance, ``differs`` otherwise,
     ``n/a`` when either side is missing (e.g. the paper's hosted-model value shown for reference).
 
@@ -60,13 +69,14 @@ def compare(table: str, row: str, column: str, paper: float | None, ours: float 
     for the system it ran; the row is compared exactly (tolerance 0) and its status is ``self-check`` or
     ``self-check failed``.  ``derived`` (the source): ``paper`` is a target derived from the paper, not a number
     it printed; the status is ``derived``.  ``sensitivity`` (the reading): ours under an alternative reading;
-    the status is ``sensitivity``.  Neither is ever counted as a match."""
+    the status is ``sensitivity``.  Neither is ever counted as a match.  ``kind``: the row's quantity kind, when
+    declared at the call site rather than in the reproduction's ``Kinds``."""
     if derived or sensitivity:
         label = (f"derived target, not printed by the paper: {derived}" if derived
                  else f"sensitivity row, not counted: {sensitivity}")
         return Comparison(table, row, column, None if paper is None else float(paper),
                           None if ours is None else float(ours), tolerance,
-                          "derived" if derived else "sensitivity", f"{note}; {label}" if note else label)
+                          "derived" if derived else "sensitivity", f"{note}; {label}" if note else label, str(kind))
     if self_check:
         if paper is None or ours is None:
             raise ConfigError(f"self-check row {table}/{row}/{column} needs both the expectation and ours")
@@ -80,4 +90,4 @@ def compare(table: str, row: str, column: str, paper: float | None, ours: float 
         else:
             status = "match" if ok else "differs"
     return Comparison(table, row, column, None if paper is None else float(paper),
-                      None if ours is None else float(ours), tolerance, status, note)
+                      None if ours is None else float(ours), tolerance, status, note, str(kind))

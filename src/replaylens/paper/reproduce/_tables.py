@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._markdown import STALE, split_row
 from ._paper_tables import PAPER_TABLES, SHARED_TABLES, UNREPRODUCED
 from ._registry import COMPARED_MEASURED
 
@@ -16,9 +17,11 @@ _LABEL = re.compile(r"tab:[A-Za-z0-9_-]+")
 _COMPARED = COMPARED_MEASURED  # a table is reproduced only when a measured value is compared with the paper's
 _KIND_TEXT = {"covered": "covered under another label", "hosted": "needs a hosted model",
               "no numbers": "has no numbers", "not reproduced": "**not reproduced**",
-              "no measured value": "**not reproduced** (no measured value compared)"}
+              "no measured value": "**not reproduced** (no measured value compared)",
+              "stale": "kept from an earlier generation"}
 _SUMMARY = {"covered": "covered under another label", "hosted": "need a hosted model", "no numbers": "have no numbers",
-            "no measured value": "show only design, derived, self-check or n/a rows"}
+            "no measured value": "show only design, derived, self-check or n/a rows",
+            "stale": "are kept from an earlier generation (not regenerated under the current policy)"}
 
 
 @dataclass(frozen=True)
@@ -40,22 +43,30 @@ def _rows_by_label(body: Iterable[str]) -> tuple[dict[str, dict[str, Counter[str
     """label -> section -> status counts, from rendered section lines; and each section's anchor."""
     by: dict[str, dict[str, Counter[str]]] = {}
     anchors: dict[str, str] = {}
-    section = ""
+    section, stale = "", False
     for line in body:
         if line.startswith("## `"):
-            section = line[4:].split("`", 1)[0]
+            section, stale = line[4:].split("`", 1)[0], False
             anchors[section] = _anchor(line[3:])
+        elif line.startswith(STALE):
+            stale = True
         elif line.startswith("| ") and not line.startswith("| table |") and section:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            cells = split_row(line)
             m = _LABEL.match(cells[0])
             if m:
-                status = cells[-1].strip("*")
+                status = "stale" if stale else cells[-1].strip("*")
                 by.setdefault(m.group(0), {}).setdefault(section, Counter())[status] += 1
     return by, anchors
 
 
 def _compared(sections: dict[str, Counter[str]]) -> bool:
     return any(c[s] for c in sections.values() for s in _COMPARED)
+
+
+def _stale(sections: dict[str, Counter[str]]) -> bool:
+    """Only rows of sections kept from an earlier generation (and n/a rows)."""
+    return bool(sections) and all(set(c) <= {"stale", "n/a"} for c in sections.values()) and \
+        any(c["stale"] for c in sections.values())
 
 
 def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
@@ -72,6 +83,12 @@ def paper_table_status(body: Iterable[str]) -> list[TableStatus]:
         mate = next((m for m in mates.get(label, []) if _compared(by.get(m, {}))), None)
         if _compared(sections):
             out.append(TableStatus(label, "reproduced", sections, ""))
+        elif _stale(sections):
+            out.append(TableStatus(label, "stale", sections, "its sections were not regenerated under the current "
+                                   "policy; their rows are shown as last rendered and not counted"))
+        elif (kept := next((m for m in mates.get(label, []) if _stale(by.get(m, {}))), None)) is not None:
+            out.append(TableStatus(label, "stale", by[kept], f"same table as {kept} (second \\label), whose sections "
+                                   "were not regenerated under the current policy"))
         elif mate is not None:
             out.append(TableStatus(label, "covered", by[mate], f"same table as {mate} (second \\label)"))
         elif label in UNREPRODUCED:
@@ -121,15 +138,19 @@ def per_table_summary(body: list[str]) -> list[str]:
         shown = ", ".join(f"{v} {k}" for k, v in sorted(c.items()))
         rows = f" (rows shown: {shown})" if shown else ""
         if t.status == "reproduced":
-            m, s, d = c["match"], c["sign-level"], c["differs"]
-            kind = "all at value level" if m == m + s + d else "value or sign level" if d == 0 else "partly"
+            m, s, d, a, x = c["match"], c["sign-level"], c["differs"], c["agrees"], c["disagrees"]
+            v = m + s + d
+            kind = ("only indicators" if v == 0 else "all at value level" if m == v
+                    else "value or sign level" if d == 0 else "partly")
             extra = f" (+{c['design']} design, {c['derived']} derived)" if c["design"] or c["derived"] else ""
-            out.append(f"- {t.label}: {kind}: {m} of {m + s + d} measured rows match at value level, {s} sign-level "
-                       f"only, {d} differ{extra}.")
+            out.append(f"- {t.label}: {kind}: {m} of {v} value rows match at value level, {s} sign-level only, {d} "
+                       f"differ; {a} of {a + x} indicator rows agree{extra}.")
         elif t.status == "covered":
             out.append(f"- {t.label}: covered: {t.detail}.")
         elif t.status == "no measured value":
             out.append(f"- {t.label}: not reproduced: no measured value compared{rows}.")
+        elif t.status == "stale":
+            out.append(f"- {t.label}: kept from an earlier generation, not regenerated under the current policy{rows}.")
         elif t.status == "hosted":
             out.append(f"- {t.label}: needs a hosted model{rows}.")
         else:
