@@ -224,15 +224,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError as exc:
             print(f"store repeatability: skipped ({exc})")
         for st in stores:
-            print(f"  store {st.get('backend')}: {st}")
+            if "skipped" in st:
+                print(f"  store {st.get('backend')}: skipped ({st['skipped']})")
+                continue
+            print(f"  store {st['backend']:<22} {st['n_modal']}/{st['runs']} identical runs: "
+                  f"{', '.join(st['modal'])} (judged by {', '.join(st['judged_by'])})")
     doc["stores"] = stores
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=2, default=str)
     worst = max((v["margin0"][0], k) for k, v in doc["false_alarms"].items())
     at8 = [v["t"][0] for k, v in doc["coverage"].items() if "@4:" not in k]
+    ran = [st for st in stores if "skipped" not in st]
+    repeat = (f"; store verdicts identical in {min(st['n_modal'] for st in ran)}/10 runs or better on {len(ran)} "
+              "backends" if ran else "")
     print(f"\nheadline: family-wise false alarms at most {100 * worst[0]:.1f}% ({worst[1]}, margin 0; target <= 5%); "
-          f"interval coverage from 8 streams {100 * min(at8):.1f}-{100 * max(at8):.1f}% (target 93-97%)")
+          f"interval coverage from 8 streams {100 * min(at8):.1f}-{100 * max(at8):.1f}% (target 93-97%){repeat}")
     return 0
 
 
