@@ -235,7 +235,10 @@ class _Cluster:
         return max(n, 1)
 
     def window(self) -> int:
-        """Shards in flight: those that can run, plus one queued a node (no node waits for the driver)."""
+        """Shards in flight: those that can run, plus one queued a node (no node waits for the driver); under a
+        ``workers`` cap below the CPUs, exactly the cap (a queued shard would run on a free CPU)."""
+        if self.workers and self.workers < self.cpus:
+            return self.running()
         return self.running() + max(self.nodes, 1)
 
     def describe(self, in_flight: int, done: int, total: int) -> str:
