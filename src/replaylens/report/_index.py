@@ -20,11 +20,11 @@ from typing import Any
 
 import markupsafe
 
+from ._viewpages import INDEX_FILES
+
 __all__ = ["INDEX_FILES", "REFRESH_S", "find_runs", "render_index", "write_index"]
 
 MAX_DEPTH = 4
-INDEX_FILES = "index_files"
-"""Where ``view DIR`` writes the pages the index links to (comparisons, changed decisions), beside index.html."""
 REFRESH_S = 5
 """Seconds between reloads of an index page that lists a run in progress."""
 _SCRIPT = Path(__file__).with_name("templates") / "index.js"

@@ -14,7 +14,10 @@ from typing import Any
 
 from ..errors import ReplayLensError
 
-__all__ = ["CHANGES_MAX", "write_pair_pages"]
+__all__ = ["CHANGES_MAX", "INDEX_FILES", "write_pair_pages"]
+
+INDEX_FILES = "index_files"
+"""Where ``view DIR`` writes the pages the index links to (comparisons, changed decisions), beside index.html."""
 
 CHANGES_MAX = 500
 """Most changed decisions listed on one cell's page (the count says how many there are; decisions.parquet has all)."""
@@ -69,7 +72,6 @@ def write_pair_pages(root: Path, runs: list[dict[str, Any]]) -> None:
     """Make (or reuse) the pages of every run and its previous run of the same plan; set each run's ``compare``
     (the comparison page) and ``changes`` (cell -> page, changed, decisions), relative to ``root``, or
     ``compare_error`` (one line) when the two cannot be compared."""
-    from ._index import INDEX_FILES
 
     by_dir = {r["dir"]: r for r in runs}
     for b in runs:

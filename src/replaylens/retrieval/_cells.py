@@ -24,8 +24,7 @@ import numpy as np
 from ..interventions import cell_record
 from ..maps import stream_perm
 from ..replay import ROLES, StreamData, prepare_streams
-from ._check import CONTROL_REBUILDS
-from ._control import SAFE, UNSAFE, disagreements, noise_test
+from ._control import CONTROL_REBUILDS, SAFE, UNSAFE, disagreements, noise_test
 from ._items import Retrieved, text_of
 from ._readouts import Comparison, two_level
 

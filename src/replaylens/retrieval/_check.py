@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..inference import cluster_bootstrap
 from ..rng import derive_seed
-from ._control import INCONCLUSIVE, NA, SAFE, UNSAFE, NoiseTest, disagreements, noise_test
+from ._control import CONTROL_REBUILDS, INCONCLUSIVE, NA, SAFE, UNSAFE, NoiseTest, disagreements, noise_test
 from ._items import MemoryItem, Retrieved, StoreSpec, build_store, embedder_for, query_store_many, similarities
 from ._migrations import Ingestion, Migration, check_preserved, ingest_plan
 from ._policy import decide
@@ -23,9 +23,6 @@ from ._readouts import Comparison, TwoLevel, two_level
 __all__ = ["CONTROL_REBUILDS", "StoreMigrationResult", "StreamInput", "check_store_migrations"]
 
 _TIE_DECIMALS = 6
-CONTROL_REBUILDS = 4
-"""Same-order rebuilds of each side of a migration once a rebuild of either side changed an answer (the first
-rebuild is always made; a side whose first rebuild repeats it on every query is read as deterministic)."""
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,14 @@ import numpy as np
 
 from ..rng import derive_rng
 
-__all__ = ["INCONCLUSIVE", "NA", "PERMUTATIONS", "SAFE", "UNSAFE", "NoiseTest", "disagreements", "noise_test"]
+__all__ = ["CONTROL_REBUILDS", "INCONCLUSIVE", "NA", "PERMUTATIONS", "SAFE", "UNSAFE", "NoiseTest", "disagreements",
+           "noise_test"]
 
 SAFE, UNSAFE, INCONCLUSIVE, NA = "SAFE", "UNSAFE", "INCONCLUSIVE", "N/A"
 PERMUTATIONS = 9999
+CONTROL_REBUILDS = 4
+"""Same-order rebuilds of each side of a migration once a rebuild of either side changed an answer (the first
+rebuild is always made; a side whose first rebuild repeats it on every query is read as deterministic)."""
 """Monte Carlo relabellings of the permutation test (p = (1 + #{stat >= observed}) / (1 + draws))."""
 _CHUNK = 1 << 20
 """Labels (relabelling x stream x build) drawn per block."""
