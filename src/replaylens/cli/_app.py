@@ -138,8 +138,8 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok; 1 an expectation failed (check-writer; an UNSAFE declared verdict of audit, "
                     "check-migration or check-operation, or an INCONCLUSIVE one under --on-inconclusive fail; a "
-                    "--fail-on regression); 2 bad input or configuration; 3 the audited agent raised or misbehaved (rerun "
-                    "with --traceback for the full trace); 130 interrupted.")
+                    "--fail-on regression); 2 bad input or configuration; 3 the audited agent raised or misbehaved "
+                    "(rerun with --traceback for the full trace); 130 interrupted.")
 @click.version_option(package_name="replaylens")
 @traceback_option
 def cli() -> None:
