@@ -82,4 +82,4 @@ def test_every_compared_row_has_a_declared_kind_and_the_status_its_kind_allows()
             wrong.append((section, table, row, column, kind, status))
     assert not undeclared, undeclared[:10]
     assert not wrong, wrong[:10]
-    assert checked > 1000  # 1,257 when the three learned sections were kept stale (issue 50)
+    assert checked > 1000  # 1,257 when the three learned sections were kept stale, more as they are regenerated

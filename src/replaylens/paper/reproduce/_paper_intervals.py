@@ -381,8 +381,6 @@ PAPER_INTERVALS: tuple[PaperInterval, ...] = (
 )
 """Every interval of the paper that excludes zero (hosted-model tables included), in the paper's order."""
 
-_STALE_PAIR = ("declared (``SEPARATION_KINDS``, tab:content-fit-pairs); the endpoint-pair sections were not "
-               "regenerated in the issue-50 pass (their fits did not finish on the shared cores): stale")
 _STALE_CONTROL = ("declared (``CONTROL_KINDS``); the learned-control section was not regenerated in the issue-50 pass "
                   "(its fits did not finish on the shared cores): stale")
 _HOSTED_PLANNING = ("the planning tables are the hosted model's run; sequential-planning shows the scripted "
@@ -394,16 +392,6 @@ _POOLED_TEXT = ("the text's pooled OCRR − No update, +0.015 [+0.008, +0.021]; 
                 "resolved: the two do not agree)")
 
 UNCHECKED_INTERVALS: dict[tuple[str, int, float, float], str] = {
-    ('tab:content-fit-pairs', 812, 0.635, 0.776): _STALE_PAIR,
-    ('tab:content-fit-pairs', 812, 0.671, 0.804): _STALE_PAIR,
-    ('tab:content-fit-pairs', 814, 0.531, 0.75): _STALE_PAIR,
-    ('tab:content-fit-pairs', 814, 0.431, 0.642): _STALE_PAIR,
-    ('tab:content-fit-pairs', 816, 0.594, 0.766): _STALE_PAIR,
-    ('tab:content-fit-pairs', 816, 0.571, 0.733): _STALE_PAIR,
-    ('tab:content-fit-pairs', 818, 0.536, 0.677): _STALE_PAIR,
-    ('tab:content-fit-pairs', 818, 0.617, 0.75): _STALE_PAIR,
-    ('tab:content-fit-pairs', 820, 0.661, 0.807): _STALE_PAIR,
-    ('tab:content-fit-pairs', 820, 0.738, 0.854): _STALE_PAIR,
     ('tab:learned-control-all-fits', 3251, 0.637, 0.704): _STALE_CONTROL,
     ('tab:learned-control-all-fits', 3251, 0.708, 0.764): _STALE_CONTROL,
     ('tab:learned-control-all-fits', 3251, 0.515, 0.597): _STALE_CONTROL,
