@@ -1,10 +1,10 @@
 """Reproduction framework: paper value vs ours, side by side, under one declared tolerance policy."""
 
 from ._catalog import REPRODUCTIONS, Reproduction, get_reproduction, register_reproduction
+from ._cells import STALE
 from ._check import CI_REPRODUCTIONS, SLOW_REPRODUCTIONS, differing_lines, differing_sections
 from ._kinds import VALUE_KINDS, Interval, Kind, Kinds
 from ._markdown import (
-    STALE,
     mark_stale,
     read_json_rows,
     render_reproduction_markdown,

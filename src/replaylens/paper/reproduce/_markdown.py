@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._cells import STALE, escape_cell, split_row
 from ._registry import INDICATOR_STATUSES, STATUSES, VALUE_STATUSES
 
 __all__ = ["escape_cell", "read_json_rows", "render_reproduction_markdown", "split_row",
@@ -21,22 +21,6 @@ def read_json_rows(lines: Iterable[str]) -> list[dict[str, Any]]:
         if line.startswith("{"):
             out.append(json.loads(line))
     return out
-
-
-def escape_cell(text: object) -> str:
-    """A table cell's text with Markdown's cell separator escaped (``|ΔU|`` → ``\\|ΔU\\|``), on one line."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-_SEPARATOR = re.compile(r"(?<!\\)\|")
-
-
-def split_row(line: str) -> list[str]:
-    """The cells of a rendered table row, escaped separators unescaped."""
-    body = line.strip()
-    body = body[1:] if body.startswith("|") else body
-    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip().replace("\\|", "|") for c in _SEPARATOR.split(body)]
 
 
 def _num(x: Any) -> str:
@@ -109,11 +93,6 @@ def _head(n: Mapping[str, int], header: str, body: list[str]) -> list[str]:
             f"disagrees): **{indicators}**; {n.get('agrees', 0)} ({share(n.get('agrees', 0), indicators)}) agree, "
             f"{n.get('disagrees', 0)} ({share(n.get('disagrees', 0), indicators)}) disagree.", "",
             *_legend(), *paper_table_lines(body)]
-
-
-STALE = "> **Not regenerated under the current policy**"
-"""First line of a section kept from an earlier generation (``mark_stale``): its rows are shown as then rendered
-and left out of the header's counts."""
 
 
 def stale_sections(body: Iterable[str]) -> list[str]:

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._markdown import STALE, split_row
+from ._cells import STALE, split_row
 from ._paper_tables import PAPER_TABLES, SHARED_TABLES, UNREPRODUCED
 from ._registry import COMPARED_MEASURED
 
