@@ -219,7 +219,8 @@ def test_reproduce_markdown_is_generated_from_the_json_rows(tmp_path: Path) -> N
 
     n = Counter(r["status"] for r in rows)
     assert n["design"] > 0  # exact zeros of our own writers are design rows (issue 28)
-    counts = ", ".join(f"{n.get(s, 0)} {'differ' if s == 'differs' else s}" for s in STATUSES)
+    plural = {"differs": "differ", "agrees": "agree", "disagrees": "disagree"}   # the header's wording
+    counts = ", ".join(f"{n.get(s, 0)} {plural.get(s, s)}" for s in STATUSES)
     assert f"**{len(rows)} rows: {counts}.**" in text
     for r in rows:
         assert f"| {r['table']} | {r['row']} | {r['column']} |" in text
@@ -294,8 +295,9 @@ def test_reproduce_markdown_update_equals_a_full_render() -> None:
     new_b = rows("b", "match", 4)
     want = render_reproduction_markdown(rows("a", "match", 2) + new_b + rows("c", "differs", 1), titles)
     assert update_reproduction_markdown(old, new_b, titles, ["a", "b", "c"]) == want
-    assert ("**7 rows: 6 match, 0 sign-level, 1 differ, 0 derived, 0 design, 0 design failed, 0 sensitivity, "
-            "0 self-check, 0 self-check failed, 0 n/a.**") in want
+    assert ("**7 rows: 6 match, 0 sign-level, 1 differ, 0 agree, 0 disagree, 0 derived, 0 design, 0 design failed, "
+            "0 sensitivity, 0 self-check, 0 self-check failed, 0 n/a.**") in want
+    assert "**Value rows** (a measured value compared with one the paper printed" in want   # issue 50: apart
     # a section missing from the file is inserted at its place in the full order
     no_b = render_reproduction_markdown(rows("a", "match", 2) + rows("c", "differs", 1), titles)
     assert update_reproduction_markdown(no_b, new_b, titles, ["a", "b", "c"]) == want
