@@ -381,8 +381,6 @@ PAPER_INTERVALS: tuple[PaperInterval, ...] = (
 )
 """Every interval of the paper that excludes zero (hosted-model tables included), in the paper's order."""
 
-_STALE_CONTROL = ("declared (``CONTROL_KINDS``); the learned-control section was not regenerated in the issue-50 pass "
-                  "(its fits did not finish on the shared cores): stale")
 _HOSTED_PLANNING = ("the planning tables are the hosted model's run; sequential-planning shows the scripted "
                     "planner's intervals beside them (n/a), so no measured value of ours is compared")
 _TEMPORAL_TEXT = ("condition-summary compares the temporal low − high estimate (+0.161) only; the reproduction "
@@ -392,19 +390,6 @@ _POOLED_TEXT = ("the text's pooled OCRR − No update, +0.015 [+0.008, +0.021]; 
                 "resolved: the two do not agree)")
 
 UNCHECKED_INTERVALS: dict[tuple[str, int, float, float], str] = {
-    ('tab:learned-control-all-fits', 3251, 0.637, 0.704): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3251, 0.708, 0.764): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3251, 0.515, 0.597): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3251, 0.579, 0.647): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3251, 0.712, 0.766): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3253, 0.141, 0.234): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3253, 0.543, 0.612): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3253, 0.34, 0.409): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3253, 0.159, 0.233): _STALE_CONTROL,
-    ('tab:learned-control-all-fits', 3253, 0.551, 0.626): _STALE_CONTROL,
-    ('tab:learned-control-primary-contrasts', 3270, -0.3, -0.259): _STALE_CONTROL,
-    ('tab:learned-control-primary-contrasts', 3271, 0.068, 0.114): _STALE_CONTROL,
-    ('tab:learned-control-primary-contrasts', 3272, 0.093, 0.135): _STALE_CONTROL,
     ('tab:sequential-utility-contrasts', 3383, -0.33, -0.19): _HOSTED_PLANNING,
     ('text', 2022, 0.114, 0.208): _TEMPORAL_TEXT,
     ('text', 2026, 0.008, 0.021): _POOLED_TEXT,
