@@ -211,6 +211,19 @@ def resolve_model(model: str) -> str:
     return model
 
 
+def json_object(text: str, name: str) -> dict[str, Any]:
+    """Option ``name``'s value parsed as a JSON object; one-line :class:`~replaylens.errors.ConfigError` otherwise."""
+    from ..errors import ConfigError
+
+    try:
+        v = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(v, dict):
+        raise ConfigError(f"{name} must be a JSON object; got {text!r}")
+    return v
+
+
 def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
     from ..errors import ConfigError
 

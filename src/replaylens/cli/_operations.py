@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ._app import cli, parse_params, traceback_option, user_errors
+from ._app import cli, json_object, parse_params, traceback_option, user_errors
 
 _DEMO_OPS = "merge-text,keep-latest"
 _DEMO_AGENTS = ("mean", "latest")
@@ -120,7 +120,7 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
                                canaries=_items(canaries), canary_where=predicate, expect_properties=declared,
                                seed=seed, repeats=repeats, rng=rng, margin=margin, level=level, records=records,
                                store=store, store_embedder=embedder, store_k=store_k,
-                               store_params=_json_object(store_params, "--store-params"))
+                               store_params=json_object(store_params, "--store-params"))
                for op in op_list]
     want = {x.strip() for x in expect_safe.split(",") if x.strip()}
     unknown = sorted(want - {"all", *op_list, *(r.op for r in reports)})
@@ -155,18 +155,6 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
         for line in failures:
             click.echo(line, err=True)
         sys.exit(1)
-
-
-def _json_object(text: str, name: str) -> dict[str, Any]:
-    from ..errors import ConfigError
-
-    try:
-        v = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{name} must be a JSON object: {exc}") from None
-    if not isinstance(v, dict):
-        raise ConfigError(f"{name} must be a JSON object; got {text!r}")
-    return v
 
 
 def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: str, fingerprint: str) -> None:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
+from ._app import json_object
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 BACKENDS = ("exact", "chroma", "qdrant", "langgraph", "faiss", "hnswlib", "mem0")
@@ -63,18 +65,6 @@ def store_options(fn: F) -> F:
     return fn
 
 
-def _json_arg(text: str, name: str) -> dict[str, Any]:
-    from ..errors import ConfigError
-
-    try:
-        v = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{name} must be a JSON object: {exc}") from None
-    if not isinstance(v, dict):
-        raise ConfigError(f"{name} must be a JSON object; got {text!r}")
-    return v
-
-
 def _matches(name: str, pattern: str) -> bool:
     return name == pattern or name.partition(":")[0] == pattern
 
@@ -117,10 +107,10 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
     streams = streams_from_history(history, futures)
     if not streams:
         raise ConfigError(f"{queries_path}: no future task belongs to a stream of {hist_path}: nothing to query")
-    base = StoreSpec(store, _json_arg(store_params, "--store-params"), embedder)
+    base = StoreSpec(store, json_object(store_params, "--store-params"), embedder)
     targets = [b.strip() for b in migrate_to.split(",") if b.strip()]
     migs = plan_migrations(base, [o.strip() for o in ops.split(",") if o.strip()], migrate_to=targets,
-                           reindex_params=None if reindex_params is None else _json_arg(reindex_params,
+                           reindex_params=None if reindex_params is None else json_object(reindex_params,
                                                                                          "--reindex-params"),
                            batch_size=store_batch,
                            embedder_to=embedder_to)
