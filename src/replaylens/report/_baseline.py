@@ -71,7 +71,7 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
     decides.  A stochastic agent's (T_gr rows) is judged as the audit's verdicts are: one-sample Student t on
     the per-stream differences, REGRESSED after Holm's step-down over every judged (row, threshold) at
     ``1 - level``, NO REGRESSION when the one-sided upper bound is within the threshold (docs/guide/verdicts.md)."""
-    from ..inference import holm_adjusted, t_ppf, t_sf
+    from ..inference import MeanInference, holm_adjusted
 
     alpha = 1.0 - float(comparison.get("level", 0.95))
     rows = {r["cell"]: r for r in comparison["rows"]}
@@ -91,10 +91,11 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
             n = int(comparison.get("n_streams") or 0)
             s = float(se) if se is not None else math.nan
             noisy = bool(r.get("stochastic")) and math.isfinite(s) and n >= 2
-            p = (0.0 if sign * d > t.limit else 1.0) if noisy and s == 0 else (
-                t_sf((sign * d - t.limit) / s, n - 1) if noisy else math.nan)
+            # the move in the wrong direction, summarized as the audit's one-sample t (the same tests and bounds)
+            inf = MeanInference(sign * float(d), s, s * math.sqrt(n), n)
             judged.append({"cell": cell, "threshold": t, "key": key, "value": float(d), "noisy": noisy,
-                           "p": p, "upper": (sign * d + t_ppf(1 - alpha, n - 1) * s) if noisy else math.nan})
+                           "p": inf.p_exceeds(t.limit) if noisy else math.nan,
+                           "upper": inf.upper(alpha) if noisy else math.nan})
     adjusted = holm_adjusted([j["p"] for j in judged])
     out = []
     for j, p_adj in zip(judged, adjusted, strict=True):

@@ -294,9 +294,9 @@ def _census(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext) -> Judgem
                      alpha=ctx.alpha)
 
 
-def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, p_adj: float) -> Judgement:
-    """A stochastic agent's row (T_gr): Student t on the per-stream values; ``p_adj`` the Holm-adjusted p."""
-    inf = _inference(row)
+def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: MeanInference,
+                p_adj: float) -> Judgement:
+    """A stochastic agent's row (T_gr): Student t on the per-stream values (``inf``); ``p_adj`` the Holm-adjusted p."""
     margin = e.margin(True)
     a = ctx.alpha
     lo, hi = inf.lower(a), inf.upper(a)
@@ -337,14 +337,14 @@ def judge_rows(rows: Sequence[Mapping[str, Any]], exps: Sequence[Expectation],
     """Judge rows as families: the declared rows form one family, the default rows another; within each, the
     stochastic rows' "exceeds the margin" tests are Holm-adjusted (family-wise level ``1 - level``)."""
     ctx = ctx or JudgeContext()
+    infs = {i: _inference(r) for i, r in enumerate(rows) if _is_stochastic(r)}   # each row's t summary, once
     p_adj = [math.nan] * len(rows)
     for declared in (True, False):
-        idx = [i for i, (r, e) in enumerate(zip(rows, exps, strict=True))
-               if e.declared is declared and e.kind != "free" and _is_stochastic(r)]
-        raw = [_inference(rows[i]).p_exceeds(exps[i].margin(True)) for i in idx]
+        idx = [i for i in infs if exps[i].declared is declared and exps[i].kind != "free"]
+        raw = [infs[i].p_exceeds(exps[i].margin(True)) for i in idx]
         for i, p in zip(idx, holm_adjusted(raw), strict=True):
             p_adj[i] = p
-    return [_stochastic(r, e, ctx, p_adj[i]) if _is_stochastic(r) else _census(r, e, ctx)
+    return [_stochastic(r, e, ctx, infs[i], p_adj[i]) if i in infs else _census(r, e, ctx)
             for i, (r, e) in enumerate(zip(rows, exps, strict=True))]
 
 
