@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from replaylens.stores import STORES, StoreItem, make_store, query_many
+from replaylens.memory.stores import STORES, StoreItem, make_store, query_many
 
 SEED = 20261125
 DIM = 128
@@ -348,7 +348,7 @@ def bench_audit(backend: str, records: int, folder: str) -> dict[str, float]:
     """A store audit at scale: ``replaylens check-migration --store BACKEND`` (its default migrations and the
     same-order rebuild control) on the tool-use example grown to ``records`` records (100 streams), in a fresh
     process; wall seconds and that process's peak RSS (``os.wait4``'s ``ru_maxrss``)."""
-    from replaylens.retrieval import build_example
+    from replaylens.memory.retrieval import build_example
 
     streams = 100
     hist, fut = os.path.join(folder, "history.jsonl"), os.path.join(folder, "future.jsonl")

@@ -39,8 +39,8 @@ MEM0_RECORDS = 12
 
 
 def _inputs(backend: str) -> list[Any]:
+    from replaylens.memory.retrieval import example_path, streams_from_history
     from replaylens.records import read_futures, read_history
-    from replaylens.retrieval import example_path, streams_from_history
 
     h = read_history(example_path("history.jsonl", "tool-use"))
     f = read_futures(example_path("future.jsonl", "tool-use"))
@@ -53,7 +53,7 @@ def _inputs(backend: str) -> list[Any]:
 def _installed(backend: str) -> str | None:
     """None when the backend builds here, else the one-line reason."""
     from replaylens.errors import ConfigError
-    from replaylens.stores import HashingEmbedder, make_store
+    from replaylens.memory.stores import HashingEmbedder, make_store
 
     try:
         make_store(backend, HashingEmbedder(16)).close()
@@ -66,7 +66,7 @@ def store_repeatability(runs: int = 10) -> list[dict[str, Any]]:
     """Per backend: the verdict tuple of each of ``runs`` identical checks, the modal tuple and its share
     (``repeat``: runs with the modal verdicts / runs), the control's status and the wall time; a backend that does
     not install has ``skipped`` (its reason) instead."""
-    from replaylens.retrieval import StoreSpec, check_store_migrations, plan_migrations
+    from replaylens.memory.retrieval import StoreSpec, check_store_migrations, plan_migrations
 
     out: list[dict[str, Any]] = []
     for backend, params in [*((b, {}) for b in BACKENDS), NOISY]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import tempfile
 
+from replaylens.bandit import make_bandit
 from replaylens.llm import embedded_model_path, make_agent
 from replaylens.llm._backends import format_messages
 from replaylens.llm._budget import APPROX_PIECES, TokenCounter
 from replaylens.replay import replay
-from replaylens.bandit import make_bandit
 
 
 def main() -> None:

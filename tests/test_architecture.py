@@ -17,8 +17,10 @@ import replaylens
 SRC = Path(replaylens.__file__).parent
 
 # The house, lowest first.  A layer imports only layers of lower rank (errors, rng and the root package's
-# shared internals _imports, _durable, _memory, _gc and _jit are the base).  llm, stores, memory and retrieval are
-# product integrations: above the core, below the CLI.  The paper wing is on top of everything.
+# shared internals _imports, _durable, _memory, _gc and _jit are the base).  llm and the memory family are product
+# integrations: above the core, below the CLI.  The memory family's subpackages are layers of their own (its
+# stores lowest, its operations highest); its package root only re-exports.  ``stores`` and ``retrieval`` at the
+# top level are the deprecated aliases of the family's packages.  The paper wing is on top of everything.
 RANK: dict[str, float] = {
     "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_memory": 0, "_gc": 0, "_jit": 0, "_jit_native": 0,
     "_version": 0,
@@ -33,9 +35,12 @@ RANK: dict[str, float] = {
     "readouts": 6, "inference": 6,
     "report": 7,
     "testing": 8,
-    "llm": 8.5, "stores": 8.5,
-    "memory": 8.6,
-    "retrieval": 8.7,
+    "llm": 8.5, "memory.stores": 8.5,
+    "memory.bounded": 8.6, "memory.generations": 8.6,
+    "memory.retrieval": 8.7,
+    "memory.operations": 8.8,
+    "memory": 8.9,   # the family's root: re-exports memory.bounded and memory.generations
+    "stores": 8.95, "retrieval": 8.95,   # deprecated aliases of memory.stores and memory.retrieval
     "api": 9,  # the package's public namespace (``from replaylens import X``)
     "pytest_plugin": 9.5,
     "cli": 10,
@@ -79,10 +84,16 @@ def _is_module(name: str) -> bool:
     return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
 
 
+#: packages whose subpackages are layers of their own
+FAMILIES = ("memory",)
+
+
 def _layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) < 2 or not _is_module(".".join(parts[:2])):
         return "api"
+    if parts[1] in FAMILIES and len(parts) > 2 and (SRC / parts[1] / parts[2] / "__init__.py").exists():
+        return f"{parts[1]}.{parts[2]}"
     return parts[1]
 
 
@@ -94,12 +105,39 @@ def _own_layer(path: Path) -> str:
     rel = path.relative_to(SRC)
     if len(rel.parts) == 1 and rel.name in ("__init__.py", "__main__.py"):
         return "api"
+    if rel.parts[0] in FAMILIES and len(rel.parts) > 2:
+        return f"{rel.parts[0]}.{rel.parts[1]}"
     return rel.parts[0].removesuffix(".py")
 
 
 def test_every_top_level_package_has_a_layer() -> None:
     names = {m.name for m in pkgutil.iter_modules(replaylens.__path__)} - {"__main__"}
+    for family in FAMILIES:
+        names |= {f"{family}.{m.name}" for m in pkgutil.iter_modules([str(SRC / family)]) if m.ispkg}
     assert names - set(RANK) == set(), f"give these a layer in RANK: {sorted(names - set(RANK))}"
+
+
+def test_the_memory_family_is_one_package() -> None:
+    """Bounded memories, stores, retrieval agents, operations and generations live under replaylens.memory; the
+    old top-level names are aliases nothing inside the package imports, and they still answer (with a warning)."""
+    assert {m.name for m in pkgutil.iter_modules([str(SRC / "memory")]) if m.ispkg} == {
+        "bounded", "generations", "operations", "retrieval", "stores"}
+    users = [f"{p.relative_to(SRC)}:{line} imports {mod}" for p in _source_files()
+             if _own_layer(p) not in ("stores", "retrieval")
+             for line, mod in _imports(p) if _layer(mod) in ("stores", "retrieval")]
+    assert users == []
+    import replaylens.memory.retrieval as new_retrieval
+    import replaylens.memory.stores as new_stores
+    import replaylens.retrieval as old_retrieval
+    import replaylens.stores as old_stores
+
+    with pytest.warns(DeprecationWarning, match=r"replaylens\.memory\.stores\.make_store"):
+        assert old_stores.make_store is new_stores.make_store
+    with pytest.warns(DeprecationWarning, match=r"replaylens\.memory\.retrieval\.make_agent"):
+        assert old_retrieval.make_agent is new_retrieval.make_agent
+    assert old_stores.__all__ == new_stores.__all__ and old_retrieval.__all__ == new_retrieval.__all__
+    with pytest.raises(AttributeError):
+        _ = old_stores._chroma
 
 
 @pytest.mark.parametrize("path", [p for p in _source_files() if _own_layer(p) != "api" or p.name == "__init__.py"],
@@ -206,6 +244,8 @@ def test_the_architecture_test_sees_a_violation() -> None:
     mods = {m for _, m in _imports(here)}
     assert "replaylens.errors" in mods and "replaylens._imports" in mods
     assert _layer("replaylens.paper.experiments.memory") == "paper"
+    assert _layer("replaylens.memory.stores._chroma") == "memory.stores" and _layer("replaylens.memory") == "memory"
+    assert _own_layer(SRC / "memory" / "operations" / "_ops.py") == "memory.operations"
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert list(_cycles(graph)) == [["a", "b", "c"]]
 

@@ -191,7 +191,7 @@ def test_joint_run_budget_resumes_to_the_unbudgeted_rows(tmp_path: Path) -> None
 
 def test_memory_budget_stops_and_resumes(public_data_dir: Path, tmp_path: Path) -> None:
     from replaylens.llm import AcquireSettings, BudgetExhausted
-    from replaylens.memory import RetrievedMeanBackend, acquire_decisions
+    from replaylens.memory.bounded import RetrievedMeanBackend, acquire_decisions
     from replaylens.paper.memory_audit import MemoryDesign, build_memory_blocks
     from replaylens.paper.memory_audit._design import development_conditions
 

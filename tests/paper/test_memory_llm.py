@@ -18,7 +18,7 @@ from replaylens.cli._main import cli
 from replaylens.errors import ConfigError
 from replaylens.llm import AcquireSettings, Completion, FakeOpenAIServer, Request, ValidationReport
 from replaylens.llm._serialize import canonical_json, item_key, sha256_text
-from replaylens.memory import (
+from replaylens.memory.bounded import (
     Event,
     MemoryItem,
     MemoryTemplate,
@@ -220,7 +220,7 @@ class _MeanServer(FakeOpenAIServer):
     """The fake endpoint answering memory prompts with the Mean rule over the retrieved lines."""
 
     def answer(self, content: str, body: Mapping[str, Any], sha: str, occurrence: int) -> dict[str, str]:
-        from replaylens.memory import retrieved_mean_policy
+        from replaylens.memory.bounded import retrieved_mean_policy
 
         return {item_key(i): retrieved_mean_policy(lines, menu)
                 for i, (menu, lines) in enumerate(parse_memory_prompt(content))}

@@ -11,7 +11,7 @@ from test_memory import ROOT, _events
 from test_report_html import offline_problems
 
 from replaylens.cli._main import cli
-from replaylens.memory import write_events
+from replaylens.memory.bounded import write_events
 
 
 def test_check_migration_writes_an_offline_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
 """Issue 47: verdicts with known error rates -- one test per numbered point of the issue (points 4 and 5, the
-store verdicts, are in tests/stores and tests/retrieval).  The full calibration is bench/verdicts.py."""
+store verdicts, are in tests/memory/stores and tests/memory/retrieval).  The full calibration is bench/verdicts.py."""
 
 from __future__ import annotations
 

@@ -486,7 +486,7 @@ def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells:
          draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool,
          stores: bool = False) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
-    if stores:  # replaylens.retrieval's demo: cli/_stores.py
+    if stores:  # replaylens.memory.retrieval's demo: cli/_stores.py
         from ._stores import run_stores_demo
 
         for module in ("chromadb", "qdrant_client", "hnswlib"):   # its store checks: one line before anything runs

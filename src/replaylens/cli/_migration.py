@@ -53,7 +53,7 @@ def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: 
     hnswlib, mem0): which store migrations change retrieval and decisions, read against a same-order rebuild?"""
     from ..errors import ConfigError
 
-    # --- vector stores and memory frameworks: cli/_stores.py (replaylens.retrieval) ---
+    # --- vector stores and memory frameworks: cli/_stores.py (replaylens.memory.retrieval) ---
     if store_kw["store"] is not None:
         run_store_check(events_path=events_path, ops=ops, seed=seed, k=k, as_json=as_json, out_dir=out_dir,
                         policy=policy, base_url=base_url, api_key_env=api_key_env, env_file=env_file,
@@ -62,7 +62,7 @@ def check_migration_cmd(memory_spec: str | None, events_path: Path | None, ops: 
     if memory_spec is None or events_path is None:
         raise ConfigError("check-migration needs --memory and --events (or --store BACKEND for a vector store)")
     # --- end of the store hunk ---
-    from ..memory import (
+    from ..memory.bounded import (
         audit_migration_decisions,
         check_migration,
         load_memory_factory,

@@ -158,12 +158,12 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
 
 
 def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: str, fingerprint: str) -> None:
-    from ..memory import store_package_versions
+    from ..report import package_versions
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "operations.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     manifest = {"tool": "replaylens check-operation", "version": tool, "arguments": args,
-                "history_fingerprint": fingerprint, "packages": store_package_versions()}
+                "history_fingerprint": fingerprint, "packages": package_versions()}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
@@ -191,8 +191,9 @@ def check_store_cmd(index_spec: str | None, embedder: str, sample: int | None, s
     texts with the declared embedder and reports the share of records whose vector does not match, with an
     example.  (The decision response of a half-migrated index: check-migration --store ... --ops half-embedder.)"""
     from ..errors import ConfigError
-    from ..memory import build_mixed_index, check_generations, read_index, store_package_versions
+    from ..memory.generations import build_mixed_index, check_generations, read_index
     from ..memory.operations import build_operation_example
+    from ..report import package_versions
 
     if demo == (index_spec is not None):
         raise ConfigError("check-store needs --index (or --demo)")
@@ -204,7 +205,7 @@ def check_store_cmd(index_spec: str | None, embedder: str, sample: int | None, s
         index = read_index(index_spec)
     rep = check_generations(index, embedder, sample=sample, seed=seed, tolerance=tolerance)
     if as_json:
-        click.echo(json.dumps(rep.to_dict() | {"packages": store_package_versions()}, indent=2))
+        click.echo(json.dumps(rep.to_dict() | {"packages": package_versions()}, indent=2))
     else:
         click.echo(rep.line())
     if expect_clean and not rep.clean:

@@ -82,8 +82,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
     openai/NAME) decides with the retrieved records in its prompt, its calls journaled under ``run_dir`` (default
     OUT/llm)."""
     from ..errors import ConfigError
-    from ..records import read_futures, read_history
-    from ..retrieval import (
+    from ..memory.retrieval import (
         StoreSpec,
         check_store_migrations,
         crosstab_lines,
@@ -92,6 +91,7 @@ def run_store_check(*, events_path: Path | None, ops: str, seed: int, k: int, as
         plan_migrations,
         streams_from_history,
     )
+    from ..records import read_futures, read_history
 
     if (events_path is None) == (example is None):
         raise ConfigError("check-migration --store needs the records: --events HISTORY_FILE or --example NAME "
@@ -179,7 +179,7 @@ def _decider(policy: str, *, base_url: str | None, api_key_env: str | None, env_
         raise ConfigError(f"with --store, --policy is none (the documented rule: best retrieved outcome) or a model "
                           f"reading the retrieved records: scripted/mean, local/embedded, local/PATH.gguf, "
                           f"openai/NAME; got {policy!r}")
-    from ..retrieval import ModelDecider
+    from ..memory.retrieval import ModelDecider
     from ._app import resolve_model
 
     spec = resolve_model(policy)
@@ -208,8 +208,8 @@ def run_stores_demo(run_audit: Callable[..., Any], *, out: Path, seed: int, resa
     """``demo --stores``: a retrieval-memory agent audited on the shipped tool-use log (two-level readouts per
     cell), then three store checks: Chroma → Qdrant on the tool-use log (ties) and an hnswlib reindex and
     re-ingest on the experiments log at ef = 10 and ef = 200."""
+    from ..memory.retrieval import example_path, make_agent
     from ..records import read_evaluator, read_futures, read_history, write_evaluator, write_futures, write_history
-    from ..retrieval import example_path, make_agent
     from ..settings import AuditSettings, cell_list
 
     ex = {n: example_path(n, "tool-use") for n in ("history.jsonl", "future.jsonl", "utilities.jsonl")}
@@ -247,7 +247,7 @@ def retrieval_console_lines(summary: dict[str, Any]) -> list[str]:
     """Console lines of an audit's retrieval-level readouts (``summary["retrieval"]``; none when absent)."""
     if not summary.get("retrieval"):
         return []
-    from ..retrieval import crosstab_lines
+    from ..memory.retrieval import crosstab_lines
 
     out: list[str] = []
     for cell, t in summary["retrieval"].items():

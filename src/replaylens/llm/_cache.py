@@ -224,7 +224,7 @@ class RequestCache:
         elif "digest" not in cols:  # a cache written before digests: its entries are re-asked once
             self._db.execute("ALTER TABLE responses ADD COLUMN digest TEXT")
         vcols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(vectors)")}
-        if not vcols:  # embedding vectors (replaylens.retrieval's cached OpenAI-compatible embedder)
+        if not vcols:  # embedding vectors (replaylens.memory.retrieval's cached OpenAI-compatible embedder)
             self._db.execute(_VECTOR_SCHEMA)
         elif not vcols >= _VECTOR_COLUMNS:
             raise _Damaged(f"table vectors has columns {sorted(vcols)}, not a ReplayLens request cache")

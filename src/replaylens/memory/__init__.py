@@ -1,12 +1,63 @@
-"""Bounded memories (FIFO, event time, reservoir, binned mean), migration checks (state- and decision-level),
-and policy calls over retrieved memory text through any model back-end.  Operations that rewrite records
-(deduplication, consolidation, forgetting) are in :mod:`replaylens.memory.operations`; ``check_generations``
-finds an index whose vectors come from more than one embedder."""
+"""The memory family: everything about an agent's memory beyond the core's writer/policy protocol.
 
-from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
-from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
-from ._events import EVENT_FIELDS, read_events, write_events
-from ._generations import (
+* :mod:`replaylens.memory.bounded` — bounded memories (FIFO, event time, reservoir, binned mean), their
+  migration checks and policy calls over their retrieved text;
+* :mod:`replaylens.memory.stores` — vector stores and memory frameworks behind one text-level protocol, and the
+  embedders they use;
+* :mod:`replaylens.memory.retrieval` — retrieval-memory agents over those stores and the store audits
+  (cells and migrations, read at the retrieval and the decision level);
+* :mod:`replaylens.memory.operations` — operations that rewrite records (deduplication, consolidation,
+  forgetting, merging), judged by the relations they preserve;
+* :mod:`replaylens.memory.generations` — indexes whose vectors come from more than one embedder.
+
+Layers inside the family: stores < bounded, generations < retrieval < operations (docs/architecture.md).  The
+bounded memories' and the generation detector's names are re-exported here (``from replaylens.memory import
+FIFOMemory`` keeps working); new code imports from the subpackage.
+"""
+
+from .bounded import (
+    ACTION_ORDER,
+    EVENT_FIELDS,
+    LINE_WIDTH,
+    MEMORIES,
+    MEMORY_INSTRUCTION,
+    MIGRATIONS,
+    BinnedMeanMemory,
+    BlockDiff,
+    Decision,
+    DecisionReport,
+    Event,
+    EventTimeMemory,
+    FIFOMemory,
+    Memory,
+    MemoryItem,
+    MemoryTemplate,
+    MigrationReport,
+    NoMemory,
+    ReservoirMemory,
+    RetrievedMeanBackend,
+    Slot,
+    acquire_decisions,
+    apply_migration,
+    audit_migration_decisions,
+    check_migration,
+    decide_direct,
+    identifier_priority,
+    item_decoder,
+    load_memory_factory,
+    make_memory,
+    manifest_core,
+    memory_backend,
+    parse_memory_prompt,
+    read_events,
+    render_memory_item,
+    render_memory_prompt,
+    repeat_corrected,
+    retrieved_mean_policy,
+    snapshot,
+    write_events,
+)
+from .generations import (
     INDEX_FIELDS,
     GenerationReport,
     IndexRows,
@@ -15,39 +66,6 @@ from ._generations import (
     read_index,
     write_index,
 )
-from ._load import load_memory_factory
-from ._memories import (
-    ACTION_ORDER,
-    LINE_WIDTH,
-    MEMORIES,
-    BinnedMeanMemory,
-    Event,
-    EventTimeMemory,
-    FIFOMemory,
-    Memory,
-    NoMemory,
-    ReservoirMemory,
-    Slot,
-    identifier_priority,
-    make_memory,
-)
-from ._policy import retrieved_mean_policy
-from ._prompt import (
-    MEMORY_INSTRUCTION,
-    Decision,
-    MemoryItem,
-    MemoryTemplate,
-    RetrievedMeanBackend,
-    acquire_decisions,
-    decide_direct,
-    item_decoder,
-    manifest_core,
-    memory_backend,
-    parse_memory_prompt,
-    render_memory_item,
-    render_memory_prompt,
-)
-from ._versions import STORE_PACKAGES, store_package_versions
 
 __all__ = [
     "ACTION_ORDER",
@@ -73,7 +91,6 @@ __all__ = [
     "NoMemory",
     "ReservoirMemory",
     "RetrievedMeanBackend",
-    "STORE_PACKAGES",
     "Slot",
     "acquire_decisions",
     "apply_migration",
@@ -96,7 +113,6 @@ __all__ = [
     "repeat_corrected",
     "retrieved_mean_policy",
     "snapshot",
-    "store_package_versions",
     "write_events",
     "write_index",
 ]

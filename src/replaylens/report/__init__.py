@@ -17,7 +17,15 @@ from ._compare import check_comparable, compare_audits, compare_summaries, plan_
 from ._explain import changed_examples, consequences
 from ._html import render_report
 from ._index import find_runs, render_index, write_index
-from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
+from ._manifest import (
+    CORE_PACKAGES,
+    INTEGRATION_PACKAGES,
+    InputFile,
+    RunManifest,
+    file_sha256,
+    git_revision,
+    package_versions,
+)
 from ._migration import write_migration_report
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
@@ -40,6 +48,8 @@ from ._verdict import (
 )
 
 __all__ = [
+    "CORE_PACKAGES",
+    "INTEGRATION_PACKAGES",
     "DEFAULT_STOCHASTIC_MARGIN",
     "INCONCLUSIVE",
     "JudgeContext",

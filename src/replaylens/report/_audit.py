@@ -338,7 +338,7 @@ def prepared_state_responses(prepared: PreparedReplay, agent: Agent) -> dict[str
 def extra_readouts(history: History, futures: FutureTasks, agent: Agent, plan: ReplayPlan, d: Decisions, *,
                    seed: int, n_resamples: int, level: float) -> dict[str, Any]:
     """Readouts an agent's policy adds itself through ``extra_readouts(...)`` (a retrieval agent's retrieval
-    level and cross-tab per cell, :mod:`replaylens.retrieval`); empty for every other agent."""
+    level and cross-tab per cell, :mod:`replaylens.memory.retrieval`); empty for every other agent."""
     fn = getattr(agent.policy, "extra_readouts", None)
     if not callable(fn):
         return {}

@@ -71,13 +71,24 @@ def git_revision(start: str | Path | None = None) -> str | None:
         return None
 
 
+#: the core's numerics, then every store backend's, embedder's and model runtime's distribution: tie order, scores
+#: and decoding depend on their versions, so every manifest records the installed ones (a missing one is absent)
+CORE_PACKAGES: tuple[str, ...] = ("numpy", "scipy", "pandas", "pyarrow", "pydantic")
+INTEGRATION_PACKAGES: dict[str, str] = {
+    "chroma": "chromadb", "qdrant": "qdrant-client", "langgraph": "langgraph", "faiss": "faiss-cpu",
+    "hnswlib": "hnswlib", "mem0": "mem0ai", "lancedb": "lancedb", "wordllama": "wordllama", "openai": "openai",
+    "local": "llama-cpp-python", "ray": "ray", "numba": "numba",
+}
+
+
 def package_versions() -> dict[str, str]:
+    """Installed version of every distribution in :data:`CORE_PACKAGES` and :data:`INTEGRATION_PACKAGES`."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("numpy", "scipy", "pandas", "pyarrow", "pydantic"):
+    for name in dict.fromkeys([*CORE_PACKAGES, *INTEGRATION_PACKAGES.values()]):
         try:
             out[name] = version(name)
-        except PackageNotFoundError:  # pragma: no cover
+        except PackageNotFoundError:
             continue
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...records import FutureTasks, Record
-from ...stores import Embedder, StoreItem, make_embedder, make_store, query_many
+from ..stores import Embedder, StoreItem, make_embedder, make_store, query_many
 from ._ops import record_text
 
 __all__ = ["RetrievalResponse", "retrieval_response"]

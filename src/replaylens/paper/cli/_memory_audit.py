@@ -47,7 +47,7 @@ def memory_audit_cmd(model: str, base_url: str | None, run_dir: Path, export_pat
     with zero model calls.  Needs the public data (replaylens paper data fetch --all).
     """
     from ...llm import AcquireSettings, BudgetExhausted
-    from ...memory import memory_backend
+    from ...memory.bounded import memory_backend
     from ..experiments.memory import export_memory_run, run_memory_audit
 
     cost = pop_cost(cost_kw)

@@ -31,7 +31,7 @@ from ..._durable import atomic_write
 from ...errors import ConfigError, JournalError
 from ...inference import adjusted_level, cluster_bootstrap
 from ...llm import AcquireSettings, Backend, Budget, Request, ValidationReport
-from ...memory import (
+from ...memory.bounded import (
     RetrievedMeanBackend,
     acquire_decisions,
     check_migration,
@@ -505,7 +505,7 @@ def decision_table(run_dir: str | os.PathLike[str], phase: str) -> list[dict[str
             d = store.decisions(r.request_id)
             if d is not None:
                 sel = store.selected(r.request_id) or {}
-                from ...memory import Decision
+                from ...memory.bounded import Decision
 
                 decisions[r.request_id] = Decision(tuple(d), tuple(sel.get("parsed_decisions") or ()),
                                                    sel.get("kind"))

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...llm import Request, canonical_json, make_request, sha256_text
 from ...maps import uniform_derangement
-from ...memory import (
+from ...memory.bounded import (
     ACTION_ORDER,
     Decision,
     Event,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...memory import Event
+from ...memory.bounded import Event
 from ...rng import derive_rng
 from ..data import load
 from ..substrates.public import ARMS, PublicConfig, build_public, standardize

@@ -1,0 +1,81 @@
+"""Bounded memories (FIFO, event time, reservoir, binned mean) over events, their migration checks (state- and
+decision-level), and policy calls over their retrieved text through any model back-end (C1.6)."""
+
+from ._check import MIGRATIONS, BlockDiff, MigrationReport, apply_migration, check_migration, snapshot
+from ._decisions import DecisionReport, audit_migration_decisions, repeat_corrected
+from ._events import EVENT_FIELDS, read_events, write_events
+from ._load import load_memory_factory
+from ._memories import (
+    ACTION_ORDER,
+    LINE_WIDTH,
+    MEMORIES,
+    BinnedMeanMemory,
+    Event,
+    EventTimeMemory,
+    FIFOMemory,
+    Memory,
+    NoMemory,
+    ReservoirMemory,
+    Slot,
+    identifier_priority,
+    make_memory,
+)
+from ._policy import retrieved_mean_policy
+from ._prompt import (
+    MEMORY_INSTRUCTION,
+    Decision,
+    MemoryItem,
+    MemoryTemplate,
+    RetrievedMeanBackend,
+    acquire_decisions,
+    decide_direct,
+    item_decoder,
+    manifest_core,
+    memory_backend,
+    parse_memory_prompt,
+    render_memory_item,
+    render_memory_prompt,
+)
+
+__all__ = [
+    "ACTION_ORDER",
+    "EVENT_FIELDS",
+    "LINE_WIDTH",
+    "MEMORIES",
+    "MEMORY_INSTRUCTION",
+    "MIGRATIONS",
+    "BinnedMeanMemory",
+    "BlockDiff",
+    "Decision",
+    "DecisionReport",
+    "Event",
+    "EventTimeMemory",
+    "FIFOMemory",
+    "Memory",
+    "MemoryItem",
+    "MemoryTemplate",
+    "MigrationReport",
+    "NoMemory",
+    "ReservoirMemory",
+    "RetrievedMeanBackend",
+    "Slot",
+    "acquire_decisions",
+    "apply_migration",
+    "audit_migration_decisions",
+    "check_migration",
+    "decide_direct",
+    "identifier_priority",
+    "item_decoder",
+    "load_memory_factory",
+    "make_memory",
+    "manifest_core",
+    "memory_backend",
+    "parse_memory_prompt",
+    "read_events",
+    "render_memory_item",
+    "render_memory_prompt",
+    "repeat_corrected",
+    "retrieved_mean_policy",
+    "snapshot",
+    "write_events",
+]
