@@ -480,12 +480,24 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
               help="Instead: a retrieval-memory agent on the shipped tool-use log (retrieval and decision level per "
                    "cell) and store migration checks (Chroma → Qdrant, hnswlib at ef 10 and 200); needs "
                    "replaylens[stores].")
+@click.option("--operations", is_flag=True,
+              help="Instead: the memory-operations example (merge near-duplicates averaging their outcomes; keep "
+                   "the latest record per key) for a learning (mean) and a recency (latest) agent, as "
+                   "`check-operation --demo`; writes OUT/operations.json and OUT/manifest.json.")
 @_with_audit_options
 @user_errors
 def demo(out: Path, agent_spec: str | None, scripted: bool, streams: int, cells: str, maps: str | None, seed: int,
          draws: int, repeats: int | None, rng: str, resamples: int, level: float, path_: str, quiet: bool,
-         stores: bool = False) -> None:
+         stores: bool = False, operations: bool = False) -> None:
     """Audit the built-in default agent on the built-in 4-arm bandit (writes the inputs too)."""
+    if operations:  # replaylens.memory.operations' demo: cli/_operations.py
+        from ..errors import ConfigError
+        from ._operations import run_operations_demo
+
+        if stores:
+            raise ConfigError("demo --stores and --operations are two different examples: give one")
+        run_operations_demo(out=out, seed=seed, level=level)
+        return
     if stores:  # replaylens.memory.retrieval's demo: cli/_stores.py
         from ._stores import run_stores_demo
 

@@ -81,7 +81,7 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
     from .._imports import import_target
     from ..agents import load_agent
     from ..errors import ConfigError
-    from ..memory.operations import INCONCLUSIVE, UNSAFE, build_operation_example, check_operation, stream_records
+    from ..memory.operations import INCONCLUSIVE, UNSAFE, build_operation_example, check_operations, stream_records
     from ..records import Evaluator, FutureTasks, check_inputs, read_evaluator, read_futures, read_history
 
     futures: FutureTasks | None = None
@@ -116,12 +116,12 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
             raise ConfigError(f"--canary-where {canary_where} is not callable")
     declared = [p.strip().replace("-", "_") for p in expect_props.split(",") if p.strip()]
     records = stream_records(history)
-    reports = [check_operation(history, op, futures=futures, evaluator=evaluator, agents=agents,
+    # every operation's decision responses are judged as one family (Holm over the stochastic rows)
+    reports = check_operations(history, op_list, futures=futures, evaluator=evaluator, agents=agents,
                                canaries=_items(canaries), canary_where=predicate, expect_properties=declared,
                                seed=seed, repeats=repeats, rng=rng, margin=margin, level=level, records=records,
                                store=store, store_embedder=embedder, store_k=store_k,
                                store_params=json_object(store_params, "--store-params"))
-               for op in op_list]
     want = {x.strip() for x in expect_safe.split(",") if x.strip()}
     unknown = sorted(want - {"all", *op_list, *(r.op for r in reports)})
     if unknown:
@@ -155,6 +155,11 @@ def check_operation_cmd(history_path: Path | None, future_path: Path | None, uti
         for line in failures:
             click.echo(line, err=True)
         sys.exit(1)
+
+
+def run_operations_demo(*, out: Path, seed: int, level: float) -> None:
+    """``replaylens demo --operations``: ``check-operation --demo --out OUT`` (the shipped example's verdicts)."""
+    click.get_current_context().invoke(check_operation_cmd, demo=True, out_dir=out, seed=seed, level=level)
 
 
 def _write(out: Path, rows: list[dict[str, Any]], args: dict[str, Any], tool: str, fingerprint: str) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "mean_utility",
     "oracle_agreement",
     "pair_residual",
+    "repeat_corrected_disagreement",
     "pi_pair_minus_value",
     "t_gr",
     "utility_decomposition",
@@ -251,16 +252,23 @@ def t_gr(dec: Decisions, cell: str, reference: str = "aligned", maps: MapSel = "
     same = cell == reference
     ye = np.broadcast_to(ye[0], ye[sel].shape) if (cobj.baseline == "identity" and reference == "aligned") or same \
         else ye[sel]
-    # under common random numbers repeat r of the cell and repeat r of its reference share a generator: only
-    # the cross pairs r != s are independent draws (issue 47), which keeps E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))²
-    crn = dec.plan.rng == "common"
-    cross = np.mean([(yc[:, :, r] != ye[:, :, s]) for r in range(p) for s in range(p) if not (crn and r == s)],
-                    axis=0)
-    pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
-    wc = np.mean([(yc[:, :, r] != yc[:, :, s]) for r, s in pairs], axis=0)
-    we = np.mean([(ye[:, :, r] != ye[:, :, s]) for r, s in pairs], axis=0)
-    per = (cross - 0.5 * (wc + we))[:, :, None, :]  # (M', D, 1, N)
+    per = repeat_corrected_disagreement(yc, ye, common=dec.plan.rng == "common")[:, :, None, :]  # (M', D, 1, N)
     return _finish(f"T_gr({cell},{reference})", cell, dec, per, sel)
+
+
+def repeat_corrected_disagreement(yc: np.ndarray, ye: np.ndarray, *, common: bool) -> np.ndarray:
+    """Per decision unit, T_gr between two sets of ``P >= 2`` repeats (the repeat axis is the second to last):
+    mean cross disagreement 1[Y_cr ≠ Y_es] minus half the two sides' mean within-side disagreements.  With
+    ``common`` (repeat r of both sides drew from one generator: common random numbers, or two replays of one
+    agent on two histories) only the cross pairs r ≠ s enter (they are the independent ones, issue 47), which keeps
+    E[T_gr] = ½ Σ_a (p_c(a) − p_e(a))²."""
+    p = yc.shape[-2]
+    cross = np.mean([(yc[..., r, :] != ye[..., s, :]) for r in range(p) for s in range(p)
+                     if not (common and r == s)], axis=0)
+    pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
+    wc = np.mean([(yc[..., r, :] != yc[..., s, :]) for r, s in pairs], axis=0)
+    we = np.mean([(ye[..., r, :] != ye[..., s, :]) for r, s in pairs], axis=0)
+    return np.asarray(cross - 0.5 * (wc + we))
 
 
 @dataclass(frozen=True)

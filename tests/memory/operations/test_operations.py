@@ -3,6 +3,7 @@ canaries, the decision verdicts (census and T_gr), and the shipped example's ver
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -14,14 +15,18 @@ import pytest
 from replaylens.agents import Agent, from_callables, reference_agent
 from replaylens.bandit import make_bandit
 from replaylens.errors import ConfigError
+from replaylens.inference import holm_adjusted, mean_inference
 from replaylens.memory.operations import (
+    DecisionResponse,
     OperationError,
     OperationRaised,
     apply_operation,
     build_operation_example,
     check_canaries,
     check_operation,
+    check_operations,
     check_relations,
+    judge_responses,
     load_operation,
     stream_records,
 )
@@ -334,3 +339,48 @@ def test_relations_agree_with_each_cells_declared_laws(cell: str) -> None:
         assert not held["key_outcome_binding"]
     if cell in ("pair", "reorder"):
         assert held["key_outcome_binding"] and held["visibility"] and not held["key_sequence"]
+
+
+def _response(per_stream: Sequence[float], op: str) -> DecisionResponse:
+    """An unjudged stochastic response with the given per-stream T_gr values."""
+    return DecisionResponse("noisy", True, 2, 96, 10, math.nan, "", "T_gr", float(np.mean(per_stream)),
+                            (math.nan, math.nan), 0.0, op=op, per_stream=tuple(per_stream))
+
+
+def test_several_operations_are_one_holm_family() -> None:
+    """Three rows each UNSAFE on its own (one-sided p just under 5 %) are INCONCLUSIVE as one family: Holm
+    multiplies the smallest p by 3.  The adjusted p-values are Holm's of the raw ones, the family size is shown."""
+    base = [0.08, 0.12, 0.10, 0.16, 0.09, 0.15, 0.11, 0.13]   # mean 0.1175, one-sided p vs 0.05 ≈ 0.0006
+    alone = judge_responses([_response(base, "a")])[0]
+    assert alone.status == "UNSAFE" and alone.family == 1
+    weak = [0.02, 0.20, 0.05, 0.17, 0.04, 0.16, 0.03, 0.14]   # mean 0.10125, p ≈ 0.03 on its own
+    raw = mean_inference(weak).p_exceeds(0.05)
+    assert 0.01 < raw < 0.05 and judge_responses([_response(weak, "x")])[0].status == "UNSAFE"
+    family = judge_responses([_response(weak, op) for op in ("x", "y", "z")])
+    assert [d.status for d in family] == ["INCONCLUSIVE"] * 3
+    assert [d.p_value for d in family] == pytest.approx(holm_adjusted([raw] * 3))
+    assert all(d.family == 3 and "Holm over 3 T_gr rows" in d.line() for d in family)
+    # SAFE needs no adjustment (intersection-union): an upper bound below the margin stays SAFE in any family
+    flat = [0.0, 0.01, -0.01, 0.0, 0.005, -0.005, 0.0, 0.0]
+    mixed = judge_responses([_response(flat, "f"), *(_response(weak, op) for op in ("x", "y"))])
+    assert mixed[0].status == "SAFE" and mixed[0].family == 3
+
+
+def test_check_operations_judges_every_operation_together() -> None:
+    ex = build_operation_example(n_streams=8)
+    ops = ["merge-text", "keep-latest", "dedup"]
+    kw: dict[str, Any] = {"futures": ex.futures, "evaluator": ex.evaluator, "repeats": 2,
+                          "agents": [_noisy_mean(0.2), reference_agent("latest")]}
+    reports = check_operations(ex.history, ops, **kw)
+    assert [r.op for r in reports] == ops
+    t_rows = [d for r in reports for d in r.decisions if d.measure == "T_gr"]
+    assert len(t_rows) == 3 and all(d.family == 3 for d in t_rows)
+    raw = [mean_inference(d.per_stream).p_exceeds(d.margin) for d in t_rows]
+    assert [d.p_value for d in t_rows] == pytest.approx(holm_adjusted(raw))
+    # the deterministic agent's census rows are not in the family and equal the single-operation check's
+    for r in reports:
+        single = check_operation(ex.history, r.op, **kw)
+        assert [d.status for d in single.decisions][1] == r.decisions[1].status
+        assert r.decisions[1].measure == "changed" and r.decisions[1].family == 0
+        # the measurements are the same; only the family (and so the adjusted p) differs
+        assert single.decisions[0].per_stream == r.decisions[0].per_stream

@@ -38,6 +38,37 @@ def test_demo_prints_the_example_verdicts() -> None:
     assert "relation key_outcome_binding: BROKEN in 8/8 streams" in out
 
 
+def test_demo_operations_is_the_same_example_written_to_out(tmp_path: Path) -> None:
+    """``replaylens demo --operations`` runs ``check-operation --demo`` and writes OUT (exit 0: nothing declared)."""
+    res = CliRunner().invoke(cli, ["demo", "--operations", "--out", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    code, direct = _run("--demo")
+    assert code == 0 and res.output.startswith(direct.rstrip("\n")) and "wrote" in res.output.splitlines()[-1]
+    rows = json.loads((tmp_path / "d" / "operations.json").read_text())
+    assert [(r["op"], [d["status"] for d in r["decisions"]]) for r in rows] == [
+        ("merge-text", ["UNSAFE", "SAFE"]), ("keep-latest", ["UNSAFE", "SAFE"])]
+    assert json.loads((tmp_path / "d" / "manifest.json").read_text())["arguments"]["demo"] is True
+    both = CliRunner().invoke(cli, ["demo", "--operations", "--stores", "--out", str(tmp_path / "e")])
+    assert both.exit_code == 2 and "give one" in both.output
+
+
+def test_several_operations_with_a_stochastic_agent_are_one_family(tmp_path: Path) -> None:
+    agent = tmp_path / "noisy2.py"
+    agent.write_text(
+        "from replaylens.agents import from_callables, reference_agent\n"
+        "def make():\n"
+        "    m = reference_agent('mean')\n"
+        "    def act(s, t, menu, rng):\n"
+        "        return menu[int(rng.integers(len(menu)))] if rng.random() < 0.2 else m.policy.act(s, t, menu, rng)\n"
+        "    return from_callables(m.writer.init_state, m.writer.update, act, name='noisy2', stochastic=True)\n")
+    code, out = _run(*FILES, "--op", "merge-text,keep-latest,dedup", "--agent", f"{agent}:make", "--json")
+    assert code == 0, out
+    rows = json.loads(out)
+    fam = [d for r in rows for d in r["decisions"]]
+    assert len(fam) == 3 and {d["family"] for d in fam} == {3} and all("Holm over 3 T_gr rows" in d["line"]
+                                                                          for d in fam)
+
+
 def test_expect_safe_and_canaries_gate_the_exit_code() -> None:
     code, out = _run(*FILES, "--op", "keep-latest", "--agent", "latest", "--expect-safe", "keep-latest",
                      "--canary", "a00-039")

@@ -6,7 +6,7 @@ built-in (``OPERATIONS``: ``dedup``, ``keep-latest``, ``forget-age:AGE``, ``forg
 user's ``file.py:factory`` (records → records, once per stream).  ``replaylens check-operation`` is the command.
 """
 
-from ._audit import OperationReport, check_operation
+from ._audit import OperationReport, check_operation, check_operations
 from ._decisions import (
     DEFAULT_STOCHASTIC_MARGIN,
     INCONCLUSIVE,
@@ -14,6 +14,7 @@ from ._decisions import (
     UNSAFE,
     DecisionResponse,
     decision_response,
+    judge_responses,
 )
 from ._example import EXAMPLE_SEED, OperationExample, build_operation_example
 from ._ops import (
@@ -53,9 +54,11 @@ __all__ = [
     "build_operation_example",
     "check_canaries",
     "check_operation",
+    "check_operations",
     "check_properties",
     "check_relations",
     "decision_response",
+    "judge_responses",
     "load_operation",
     "record_text",
     "retrieval_response",

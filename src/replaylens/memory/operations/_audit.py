@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...agents import Agent
 from ...records import Evaluator, FutureTasks, History, Record
-from ._decisions import INCONCLUSIVE, UNSAFE, DecisionResponse, decision_response
+from ._decisions import INCONCLUSIVE, UNSAFE, DecisionResponse, decision_response, judge_responses
 from ._ops import Operation, apply_operation, load_operation, stream_records
 from ._properties import Finding, check_canaries, check_properties
 from ._relations import RelationResult, check_relations
 from ._retrieval import RetrievalResponse, retrieval_response
 
-__all__ = ["OperationReport", "check_operation"]
+__all__ = ["OperationReport", "check_operation", "check_operations"]
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,9 @@ def check_operation(
             from ...errors import ConfigError
 
             raise ConfigError("replaying an agent needs the future tasks and the evaluator")
-        decisions = [decision_response(history, operated, futures, evaluator, a, seed=seed, repeats=repeats,
-                                       rng=rng, margin=margin, level=level) for a in agents]
+        decisions = judge_responses([decision_response(history, operated, futures, evaluator, a, seed=seed,
+                                                       repeats=repeats, rng=rng, margin=margin, level=level,
+                                                       op=label) for a in agents], level=level)
     retrieval = None
     if store is not None:
         if futures is None:
@@ -126,3 +127,16 @@ def check_operation(
                                        params=store_params)
     return OperationReport(label, len(history), len(operated), tuple(relations), tuple(findings), tuple(decisions),
                            retrieval)
+
+
+def check_operations(history: History, ops: Sequence[str | Operation], *, level: float = 0.95,
+                     **kwargs: Any) -> list[OperationReport]:
+    """Audit several operations on one history (keyword arguments as :func:`check_operation`) and judge their
+    decision responses as one family: the stochastic agents' "exceeds the margin" tests of every operation are
+    Holm-adjusted together, so the chance of any false UNSAFE in the whole check stays at ``1 - level``."""
+    if "records" not in kwargs or kwargs["records"] is None:
+        kwargs["records"] = stream_records(history)
+    reports = [check_operation(history, op, level=level, **kwargs) for op in ops]
+    flat = [d for r in reports for d in r.decisions]
+    judged = iter(judge_responses(flat, level=level))
+    return [replace(r, decisions=tuple(next(judged) for _ in r.decisions)) for r in reports]

@@ -1,42 +1,49 @@
 """The decision-level response to an operation: the agent replayed on the original and on the operated history
-(same future tasks, menus, evaluator and per-decision generators), and a verdict.
+(same future tasks, menus, evaluator and per-decision generators), and a verdict by the audit's rules
+(:func:`replaylens.report.judge_rows`, docs/guide/verdicts.md).
 
 * A deterministic agent is a census: ``n_changed`` of ``N`` decisions compared with ``margin · N`` as integers
   (exact rational arithmetic on the margin's decimal); 0 of N is SAFE, more than the margin UNSAFE.
 * A stochastic agent (``repeats`` >= 2) is read with the repeat-corrected disagreement T_gr per decision.  Both
   replays give repeat ``r`` of a decision the same generator (the aligned cell's), so only cross pairs with
-  ``r != s`` enter (T_gr under common random numbers, docs/decisions.md).  Per-stream values (tasks → strata →
-  streams) are judged with the one-sided Student t bounds on ``S - 1`` degrees of freedom: SAFE when the upper
-  bound lies below the margin, UNSAFE when the lower bound lies above it, else INCONCLUSIVE.  With one repeat,
-  any changed decision is INCONCLUSIVE.
+  ``r != s`` enter (:func:`replaylens.readouts.repeat_corrected_disagreement`).  Per-stream values (tasks →
+  strata → streams) are judged with the one-sample Student t on ``S - 1`` degrees of freedom: SAFE when the
+  one-sided upper bound lies below the margin, UNSAFE when the "exceeds the margin" test rejects after Holm's
+  step-down over the *family* — every (operation, stochastic agent) response of one check
+  (:func:`judge_responses`) — else INCONCLUSIVE.  With one repeat, any changed decision is INCONCLUSIVE.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from fractions import Fraction
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ...agents import Agent, FutureInput, as_agent
 from ...errors import AgentRaised
-from ...inference import mean_inference
-from ...readouts import pool_tasks
+from ...readouts import pool_tasks, repeat_corrected_disagreement
 from ...records import Evaluator, FutureTasks, History
 from ...replay import Decisions, replay
-from ...report import DEFAULT_STOCHASTIC_MARGIN, INCONCLUSIVE
+from ...report import DEFAULT_STOCHASTIC_MARGIN, INCONCLUSIVE, Expectation, JudgeContext, Judgement, judge_rows
 from ...rng import derive_rng
 
-__all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response"]
+__all__ = ["DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE", "SAFE", "UNSAFE", "DecisionResponse", "decision_response",
+           "judge_responses"]
 
 SAFE, UNSAFE = "SAFE", "UNSAFE"
 
 
 @dataclass(frozen=True)
 class DecisionResponse:
-    """The agent's decisions after the operation against before it."""
+    """The agent's decisions after the operation against before it, and their verdict.
+
+    ``per_stream``: the per-stream values the verdict reads (T_gr, or the share of changed decisions);
+    ``p_value``: the Holm-adjusted one-sided p of "exceeds the margin" within the check's family (T_gr rows;
+    ``family`` its size); ``evidence``: the verdict's reason in words (bounds, detectable response, streams
+    that would decide)."""
 
     agent: str
     stochastic: bool
@@ -50,23 +57,34 @@ class DecisionResponse:
     interval: tuple[float, float]
     delta_utility: float
     example: str = ""
+    op: str = ""
+    per_stream: tuple[float, ...] = ()
+    p_value: float = math.nan
+    family: int = 0
+    evidence: str = ""
+    detectable: float = math.nan
+    streams_needed: int | None = None
+    tolerance: float | None = None   # the declared margin (None: the default, 0 census / 0.05 T_gr)
 
     def line(self) -> str:
         if self.measure == "changed":
             got = f"{self.n_changed} of {self.n_decisions} decisions changed"
         else:
-            lo, hi = self.interval
-            got = (f"T_gr {self.value:.3f} (one-sided bounds [{lo:.3f}, {hi:.3f}], {self.repeats} repeats; "
+            fam = f", Holm over {self.family} T_gr rows" if self.family > 1 else ""
+            got = (f"T_gr {self.value:.3f} ({len(self.per_stream)} streams, {self.repeats} repeats{fam}; "
                    f"{self.n_changed} of {self.n_decisions} first-repeat decisions changed)")
         ex = f"; e.g. {self.example}" if self.example else ""
-        return (f"{self.status}: {got}, margin {self.margin:g}; mean utility change {self.delta_utility:+.4f} "
+        why = f"; {self.evidence}" if self.evidence else ""
+        return (f"{self.status}: {got}, margin {self.margin:g}{why}; mean utility change {self.delta_utility:+.4f} "
                 f"(agent {self.agent}){ex}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "stochastic": self.stochastic, "repeats": self.repeats,
                 "n_decisions": self.n_decisions, "n_changed": self.n_changed, "margin": self.margin,
-                "status": self.status, "measure": self.measure, "value": self.value,
+                "tolerance": self.tolerance, "status": self.status, "measure": self.measure, "value": self.value,
                 "interval": list(self.interval), "delta_utility": self.delta_utility, "example": self.example,
+                "per_stream": list(self.per_stream), "p_value": self.p_value, "family": self.family,
+                "detectable": self.detectable, "streams_needed": self.streams_needed, "evidence": self.evidence,
                 "line": self.line()}
 
 
@@ -91,15 +109,11 @@ def _act_empty(ag: Agent, t: Any, repeat: int, seed: int) -> str:
             from exc
 
 
-def _census(n_changed: int, n: int, margin: float) -> str:
-    m = Fraction(str(margin))
-    return SAFE if n_changed * m.denominator <= m.numerator * n else UNSAFE
-
-
 def decision_response(history: History, operated: History, futures: FutureTasks, evaluator: Evaluator,
                       agent: Agent | Any, *, seed: int = 0, repeats: int | None = None, rng: str = "independent",
-                      margin: float | None = None, level: float = 0.95) -> DecisionResponse:
-    """Replay ``agent`` on ``history`` and on ``operated`` and judge the change of its decisions."""
+                      margin: float | None = None, level: float = 0.95, op: str = "") -> DecisionResponse:
+    """Replay ``agent`` on ``history`` and on ``operated`` (by operation ``op``) and judge the change of its
+    decisions on its own (a family of one; :func:`judge_responses` judges several together)."""
     ag = as_agent(agent)
     p = repeats if repeats is not None else (2 if ag.stochastic else 1)
     kw: dict[str, Any] = {"cells": "", "maps": "", "repeats": p, "seed": seed, "rng": rng}
@@ -135,26 +149,49 @@ def decision_response(history: History, operated: History, futures: FutureTasks,
     if n_changed:
         i = int(np.flatnonzero(changed)[0])
         example = f"stream {k0[i][0]}, task {k0[i][1]}: {y0[0, i]} -> {y1[0, i]}"
-    if not ag.stochastic:
-        mg = 0.0 if margin is None else margin
-        return DecisionResponse(ag.name, False, p, n, n_changed, mg, _census(n_changed, n, mg), "changed",
-                                n_changed / max(n, 1), (math.nan, math.nan), du, example)
-    mg = DEFAULT_STOCHASTIC_MARGIN if margin is None else margin
-    if p < 2:
-        status = SAFE if n_changed == 0 else INCONCLUSIVE
-        return DecisionResponse(ag.name, True, p, n, n_changed, mg, status, "changed", n_changed / max(n, 1),
-                                (math.nan, math.nan), du, example)
-    cross = np.mean([y0[r] != y1[s] for r in range(p) for s in range(p) if r != s], axis=0)
-    pairs = [(r, s) for r in range(p) for s in range(r + 1, p)]
-    within = 0.5 * (np.mean([y0[r] != y0[s] for r, s in pairs], axis=0) +
-                    np.mean([y1[r] != y1[s] for r, s in pairs], axis=0))
-    per_stream = pool_tasks(cross - within, d0)
-    s_n = per_stream.shape[0]
-    est = float(per_stream.mean())
-    if s_n < 2:
-        return DecisionResponse(ag.name, True, p, n, n_changed, mg, INCONCLUSIVE, "T_gr", est,
-                                (math.nan, math.nan), du, example)
-    inf = mean_inference(per_stream)   # the audit's Student t (issue 47): one-sided bounds at ``level``
-    lo, hi = round(inf.lower(1 - level), 12), round(inf.upper(1 - level), 12)
-    status = SAFE if hi < mg else UNSAFE if lo > mg else INCONCLUSIVE
-    return DecisionResponse(ag.name, True, p, n, n_changed, mg, status, "T_gr", est, (lo, hi), du, example)
+    if ag.stochastic and p >= 2:
+        # both replays give repeat r the same generator: only the cross pairs r != s are independent
+        per_stream = pool_tasks(repeat_corrected_disagreement(y0, y1, common=True), d0)
+        measure, value = "T_gr", float(per_stream.mean())
+    else:
+        per_stream = pool_tasks(changed.astype(np.float64), d0)
+        measure, value = "changed", n_changed / max(n, 1)
+    response = DecisionResponse(ag.name, ag.stochastic, p, n, n_changed, math.nan, "", measure, value,
+                                (math.nan, math.nan), du, example, op=op,
+                                per_stream=tuple(float(v) for v in per_stream), tolerance=margin)
+    return judge_responses([response], level=level)[0]
+
+
+def _row(d: DecisionResponse) -> dict[str, Any]:
+    """The response as a summary row for :func:`replaylens.report.judge_rows`."""
+    return {"migration": d.op or "operation", "cell": d.op, "n_changed": d.n_changed, "n_decisions": d.n_decisions,
+            "action_ci": [math.nan, math.nan], "action_readout": "T_gr" if d.measure == "T_gr" else "D_A",
+            "per_stream": {"action": list(d.per_stream)}}
+
+
+def _judged(d: DecisionResponse, j: Judgement, family: int) -> DecisionResponse:
+    stochastic_t = d.measure == "T_gr"
+    return replace(d, status=j.status, margin=j.margin, p_value=j.p_value if stochastic_t else math.nan,
+                   family=family if stochastic_t else 0, interval=j.bounds if stochastic_t else (math.nan, math.nan),
+                   evidence=j.evidence(), detectable=j.detectable if stochastic_t else math.nan,
+                   streams_needed=j.streams_needed)
+
+
+def judge_responses(responses: Sequence[DecisionResponse], *, level: float = 0.95) -> list[DecisionResponse]:
+    """Judge every response of one check as one family (the audit's rules, :func:`replaylens.report.judge_rows`):
+    a deterministic agent's by its census, a stochastic agent's T_gr by Student t with Holm's step-down over all
+    the family's T_gr rows (several operations × agents: the family-wise false-alarm rate stays at
+    ``1 - level``); a stochastic agent read with one repeat is INCONCLUSIVE where decisions changed.  The
+    measurements are kept, so a family can be re-judged (:func:`check_operations`)."""
+    out = list(responses)
+    t_idx = [i for i, d in enumerate(responses) if d.measure == "T_gr"]
+    exps = [Expectation(responses[i].op or "operation", "invariant", responses[i].tolerance) for i in t_idx]
+    for i, j in zip(t_idx, judge_rows([_row(responses[i]) for i in t_idx], exps, JudgeContext(level=level)),
+                    strict=True):
+        out[i] = _judged(responses[i], j, len(t_idx))
+    for i, d in enumerate(responses):
+        if d.measure != "T_gr":
+            ctx = JudgeContext(level=level, one_repeat_stochastic=d.stochastic)
+            e = Expectation(d.op or "operation", "invariant", d.tolerance)
+            out[i] = _judged(d, judge_rows([_row(d)], [e], ctx)[0], 0)
+    return out
