@@ -16,7 +16,8 @@ PRODUCT_MODULES = (
     "replaylens", "replaylens.settings", "replaylens.errors", "replaylens.rng", "replaylens.records",
     "replaylens.bandit", "replaylens.maps", "replaylens.interventions", "replaylens.agents", "replaylens.replay",
     "replaylens.readouts", "replaylens.inference", "replaylens.report", "replaylens.testing", "replaylens.llm",
-    "replaylens.memory",
+    "replaylens.memory", "replaylens.memory.bounded", "replaylens.memory.stores", "replaylens.memory.retrieval",
+    "replaylens.memory.operations", "replaylens.memory.generations",
 )
 
 
