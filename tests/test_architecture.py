@@ -23,7 +23,7 @@ SRC = Path(replaylens.__file__).parent
 # top level are the deprecated aliases of the family's packages.  The paper wing is on top of everything.
 RANK: dict[str, float] = {
     "errors": 0, "rng": 0, "_imports": 0, "_durable": 0, "_memory": 0, "_gc": 0, "_jit": 0, "_jit_native": 0,
-    "_version": 0,
+    "_version": 0, "_moved": 0,
     "settings": 0.5,
     "_cpus": 0.6,   # the CPUs a process may use and the thread counts derived from them (reads settings)
     "records": 1,
@@ -46,7 +46,7 @@ RANK: dict[str, float] = {
     "cli": 10,
     "paper": 20,
 }
-BASE = ("errors", "rng", "_imports", "_durable", "_memory", "_gc", "_jit", "_jit_native", "_version")
+BASE = ("errors", "rng", "_imports", "_durable", "_memory", "_gc", "_jit", "_jit_native", "_version", "_moved")
 CORE_LADDER = ("records", "maps", "interventions", "agents", "replay", "readouts", "report", "cli")
 
 

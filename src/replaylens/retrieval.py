@@ -7,21 +7,7 @@ working; a name read through it warns (DeprecationWarning) with its new path.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
+from ._moved import forwarding
 from .memory import retrieval as _target
 
-__all__: list[str] = list(_target.__all__)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _target.__all__:
-        raise AttributeError(f"module 'replaylens.retrieval' has no attribute {name!r}")
-    warnings.warn(f"replaylens.retrieval.{name} moved to replaylens.memory.retrieval.{name}", DeprecationWarning,
-                  stacklevel=2)
-    return getattr(_target, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__all__, __getattr__, __dir__ = forwarding("replaylens.retrieval", _target)

@@ -240,9 +240,31 @@ def parse_params(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 
+def _moved_notice() -> None:
+    """A name read through a deprecated alias (``--agent replaylens.retrieval:make_agent``) is one stderr line
+    naming its new path, once per name (Python hides DeprecationWarnings outside ``__main__``)."""
+    import warnings
+
+    show = warnings.showwarning
+    said: set[str] = set()
+
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, DeprecationWarning) and " moved to replaylens." in str(message):
+            if str(message) not in said:   # once per name, however often a user's file is loaded
+                said.add(str(message))
+                click.echo(f"replaylens: warning: {message}", err=True)
+            return
+        show(message, category, filename, lineno, file, line)
+
+    warnings.filterwarnings("always", message=r"replaylens\.\S+ moved to replaylens\.", category=DeprecationWarning)
+    warnings.showwarning = one_line
+
+
 def main() -> None:
     """Entry point of the ``replaylens`` console script."""
     os.environ.setdefault("MPLBACKEND", "Agg")
+    _moved_notice()
     configure_process_memory()
     with FrozenHeap():   # the imported modules, held for the whole process: left out of the collector's passes
         cli(prog_name="replaylens")

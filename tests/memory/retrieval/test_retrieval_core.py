@@ -254,3 +254,31 @@ def test_deciding_through_a_model_reads_the_retrieved_records(tmp_path: Path) ->
         lines = [record_line(by_id[x]) for x in got.ids]
         want = retrieved_mean_policy(lines, t.menu)
         assert direct.plan.labels[int(direct.actions[0, 0, 0, 0, i])] == want
+
+
+def test_old_import_paths_still_work_and_say_where_things_moved(tmp_path: Path) -> None:
+    """A user's store written against ``replaylens.stores`` (before the memory family) and the agent spec
+    ``replaylens.retrieval:make_agent`` keep working; the console script says once, in one line, where each moved."""
+    import subprocess
+    import sys
+
+    h, f, ev = example("tool-use", n_streams=2)
+    files = {"history": write_history(h, tmp_path / "h.jsonl"), "future": write_futures(f, tmp_path / "f.jsonl"),
+             "utilities": write_evaluator(ev, tmp_path / "u.jsonl")}
+    (tmp_path / "oldstore.py").write_text(
+        "from replaylens.stores import ExactStore\n\n"
+        "def make(embedder, *, path, params):\n"
+        "    return ExactStore(embedder, path=None, params=params)\n")
+    exe = Path(sys.executable).with_name("replaylens")
+    mig = subprocess.run([str(exe), "check-migration", "--events", str(files["history"]), "--queries",
+                          str(files["future"]), "-k", "5", "--ops", "relabel", "--store",
+                          f"{tmp_path / 'oldstore.py'}:make"], capture_output=True, text=True, timeout=300)
+    assert mig.returncode == 0, mig.stderr
+    assert mig.stderr.splitlines() == [
+        "replaylens: warning: replaylens.stores.ExactStore moved to replaylens.memory.stores.ExactStore"]
+    aud = subprocess.run([str(exe), "audit", *(x for k, p in files.items() for x in (f"--{k}", str(p))),
+                          "--agent", "replaylens.retrieval:make_agent", "--cells", "pair", "--resamples", "200",
+                          "--quiet", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert aud.returncode == 0, aud.stderr
+    assert aud.stderr.count("replaylens.retrieval.make_agent moved to replaylens.memory.retrieval.make_agent") == 1
+    assert "Traceback" not in aud.stderr
