@@ -117,3 +117,58 @@ def test_no_config_and_no_arguments_names_the_missing_option(project: Path) -> N
     res = CliRunner().invoke(cli, ["audit"])   # issue 48: one line naming what is missing and the config looked for
     assert res.exit_code == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1, res.output
     assert "--history" in res.stderr and "replaylens.toml" in res.stderr
+
+
+@pytest.mark.parametrize("broken", ["seed = [\n", "repeat = 2\n", 'seed = "x"\n', "[expect]\npair = 'always'\n"])
+def test_every_help_flag_works_whatever_the_config_says(project: Path, broken: str) -> None:
+    (project / "replaylens.toml").write_text(broken, encoding="utf-8")
+    for flag in ("-h", "--help", "--help-all"):
+        res = CliRunner().invoke(cli, ["audit", flag])
+        assert res.exit_code == 0 and res.stderr == "", (flag, res.output)
+        assert res.stdout.startswith("Usage: cli audit"), (flag, res.stdout[:200])
+    assert "Execution:" in CliRunner().invoke(cli, ["audit", "--help-all"]).stdout   # the whole list, not the short
+    res = CliRunner().invoke(cli, ["audit"])   # without a help flag the config's error is the one line it was
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1 and "replaylens.toml" in res.stderr, res.output
+    assert "Traceback" not in res.output
+
+
+def test_help_works_with_a_missing_config_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLAYLENS_CONFIG", str(project / "nowhere.toml"))
+    assert CliRunner().invoke(cli, ["audit", "--help-all"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["audit", "--config", "nowhere.toml", "--help-all"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["audit"])
+    assert res.exit_code == 2 and res.stderr.strip() == f"replaylens: error: {project / 'nowhere.toml'}: config file " \
+                                                        "not found"
+
+
+def test_a_config_value_of_the_wrong_type_is_one_line_naming_file_and_key(project: Path) -> None:
+    (project / "pyproject.toml").write_text("[tool.replaylens]\n" + CONFIG.format(out="o").split("[expect]")[0]
+                                            + 'seed = "x"\n', encoding="utf-8")
+    res = CliRunner().invoke(cli, ["audit"])
+    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert res.stderr.splitlines() == [f"replaylens: error: {project / 'pyproject.toml'}: tool.replaylens.seed: 'x' "
+                                       "is not a valid integer range."]
+    ok = CliRunner().invoke(cli, ["audit", "--seed", "1", "--help"])   # help, and the command line wins over it
+    assert ok.exit_code == 0
+    cli_bad = CliRunner().invoke(cli, ["audit", "--seed", "y"])   # the command line's own error stays click's
+    assert cli_bad.exit_code == 2 and "Invalid value for '--seed'" in cli_bad.stderr
+
+
+def test_any_eager_flag_exits_before_the_config_error(project: Path) -> None:
+    """The config's error is said once the arguments are parsed, so an eager flag the help check does not know
+    (here a --version) still works; without it the error is the one line."""
+    import click
+
+    from replaylens.cli._config import ConfigCommand
+
+    @click.command(cls=ConfigCommand)
+    @click.version_option("9.9", "--version")
+    @click.option("--seed", default=0, type=int)
+    def cmd(seed: int) -> None:
+        click.echo(f"seed {seed}")
+
+    (project / "replaylens.toml").write_text("seed = [\n", encoding="utf-8")
+    res = CliRunner().invoke(cmd, ["--version"])
+    assert res.exit_code == 0 and "9.9" in res.stdout, res.output
+    bad = CliRunner().invoke(cmd, [])
+    assert bad.exit_code == 2 and bad.stderr.startswith("replaylens: error: ") and "seed" not in bad.stdout

@@ -147,6 +147,39 @@ def _config_arg(args: list[str]) -> str | None:
     return None
 
 
+def _asks_help(args: list[str], parent: click.Context | None, extra: Mapping[str, Any]) -> bool:
+    """``args`` hold a help flag (the context's help option names, ``--help-all``): help reads no config."""
+    from ._help import HELP_ALL
+
+    names = extra.get("help_option_names") or (parent.help_option_names if parent is not None else ["--help"])
+    flags = {*names, HELP_ALL}
+    head = args[:args.index("--")] if "--" in args else args
+    return any(a in flags for a in head)
+
+
+def _from_config(exc: click.BadParameter) -> bool:
+    """The refused value came from the config (click's ``default_map``), not the command line."""
+    from click.core import ParameterSource
+
+    return (exc.ctx is not None and exc.param is not None and exc.param.name is not None
+            and exc.ctx.get_parameter_source(exc.param.name) is ParameterSource.DEFAULT_MAP)
+
+
+def _config_key(param: click.Parameter | None) -> str:
+    """The config key of an audit parameter (its option name when the config has no key of its own for it)."""
+    name = param.name if param is not None else None
+    for table in (PATH_KEYS, SCALAR_KEYS, LIST_KEYS):
+        for key, target in table.items():
+            if target == name:
+                return key
+    return str(name)
+
+
+def _config_error(exc: ConfigError) -> None:
+    click.echo(f"replaylens: error: {exc}", err=True)
+    sys.exit(2)
+
+
 class ConfigCommand(click.Command):
     """A command whose option defaults come from the project config (``--config FILE``, else
     :func:`find_config`): the config is click's ``default_map``, so command-line options override it."""
@@ -154,16 +187,24 @@ class ConfigCommand(click.Command):
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         path = None
-        if "default_map" not in extra and not any(a in ("-h", "--help") for a in args):
+        error: ConfigError | None = None
+        if "default_map" not in extra and not _asks_help(args, parent, extra):
             explicit = _config_arg(args)
             path = Path(explicit) if explicit else find_config()
             if path is not None:
                 try:
                     extra["default_map"] = to_default_map(load_config(path), path)
                 except ConfigError as exc:
-                    click.echo(f"replaylens: error: {exc}", err=True)
-                    sys.exit(2)
-        ctx = super().make_context(info_name, args, parent=parent, **extra)
+                    error = exc   # said once the arguments are parsed: an eager flag (any help) exits first
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.BadParameter as exc:   # a config value the option's type refuses: one line naming file and key
+            if path is None or not _from_config(exc):
+                raise
+            _config_error(ConfigError(f"{path}: {_section(path) + '.' if _section(path) else ''}"
+                                      f"{_config_key(exc.param)}: {exc.message}"))
+        if error is not None:
+            _config_error(error)
         ctx.meta[CONFIG_META] = path
         return ctx
 
