@@ -15,6 +15,7 @@ from .errors import ConfigError
 __all__ = [
     "AUTO_ARRAY_THREADS",
     "DEFAULT_CELLS",
+    "DEFAULT_KEEP_RUNS",
     "DEFAULT_LEVEL",
     "DEFAULT_LLM_CONCURRENCY",
     "DEFAULT_RESAMPLES",
@@ -26,6 +27,7 @@ __all__ = [
     "Execution",
     "ModelSpec",
     "cell_list",
+    "keep_runs",
 ]
 
 DEFAULT_CELLS: tuple[str, ...] = ("value", "pair", "key_slot", "mask", "reorder", "rename")
@@ -54,6 +56,13 @@ STATISTICS_THREADS = 4
 """Most threads the shared resamples of an audit's statistics run on (fewer where the process may use fewer CPUs:
 its affinity mask); the bytes do not depend on it."""
 
+DEFAULT_KEEP_RUNS = 20
+"""Complete runs an output directory keeps (``--keep-runs``, config ``keep_runs``, ``keep_runs=``, ``replaylens
+prune --keep``): the most recently published ones, the run just written always among them; older complete runs
+are removed once a new one is published.  Interrupted runs (resumable) are never counted or removed.  Twenty: a
+day of the edit-and-rerun loop, each run a kept, instantly resumable version of the agent, at a bounded cost on
+disk (docs/decisions.md)."""
+
 PROVIDERS = ("openai", "local", "scripted")
 """Model providers: any OpenAI-compatible endpoint, a local GGUF file through llama-cpp-python, a scripted rule."""
 
@@ -62,6 +71,20 @@ def cell_list(cells: str | Sequence[str]) -> tuple[str, ...]:
     """``"value,pair"`` or ``["value", "pair"]`` → ``("value", "pair")`` (order kept, blanks dropped)."""
     items = cells.split(",") if isinstance(cells, str) else list(cells)
     return tuple(c.strip() for c in items if c.strip())
+
+
+def keep_runs(value: int | str | None) -> int | None:
+    """A retention setting: ``N`` (>= 1) complete runs kept, or ``"all"`` / None (never pruned) -> None."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"keep_runs must be a number of runs (>= 1) or 'all'; got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"keep_runs must be a number of runs (>= 1) or 'all'; got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

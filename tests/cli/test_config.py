@@ -101,8 +101,8 @@ def test_a_bad_config_is_one_line_naming_file_and_key(project: Path) -> None:
     assert res.stderr.strip().splitlines() == [
         f"replaylens: error: {project / 'replaylens.toml'}: unknown key 'repeat' (known: agent, agent_params, "
         "backend, base_url, baseline, cache, cells, concurrency, draws, expect, expect_invariant, fail_on, future, "
-        "history, junit_xml, level, maps, model, namespace, on_inconclusive, out, overwrite, path, quiet, repeats, "
-        "resamples, seed, tolerance, utilities, workers)"]
+        "history, junit_xml, keep_runs, level, maps, model, namespace, on_inconclusive, out, overwrite, path, quiet, "
+        "repeats, resamples, seed, tolerance, utilities, workers)"]
     (project / "replaylens.toml").write_text(CONFIG.format(out="o").replace('"invariant", tol', '"always", tol'),
                                              encoding="utf-8")
     bad = CliRunner().invoke(cli, ["audit"])

@@ -14,6 +14,7 @@ import click
 from .._imports import require
 from ..settings import (
     DEFAULT_CELLS,
+    DEFAULT_KEEP_RUNS,
     DEFAULT_LEVEL,
     DEFAULT_LLM_CONCURRENCY,
     DEFAULT_RESAMPLES,
@@ -37,6 +38,7 @@ from ._config import ConfigCommand, missing_inputs
 from ._gate import GateOptions, gate_options
 from ._help import short_help
 from ._llmcost import CostOptions, cost_options, pop_cost, response_format_option
+from ._prune import KEEP_HELP, KeepRuns
 
 # ------------------------------------------------------------------ shared audit runner
 
@@ -53,7 +55,8 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
                inputs: list[tuple[str, str | None]], command: str, arguments: dict[str, Any], out: Path,
                quiet: bool, prepared: Any = None, cost: CostOptions | None = None, model: str | None = None,
                restart: bool = False, overwrite: bool = False, expect_invariant: str = "",
-               tolerance: float | None = None, gate: Any = None, release_utilities: bool = False) -> Any:
+               tolerance: float | None = None, gate: Any = None, release_utilities: bool = False,
+               keep_runs: int | None = DEFAULT_KEEP_RUNS) -> Any:
     """Run the library's audit (:func:`replaylens.report.run_audit`) with a progress bar, then print the
     summary and check the --expect-invariant expectations (exit 1 on a violated one).  ``release_utilities``:
     the evaluator is this run's alone (released after its replay)."""
@@ -101,7 +104,7 @@ def _run_audit(*, history: Any, futures: Any, evaluator: Any, agent: Any, settin
             result = run_audit(history, futures, evaluator, agent, settings, out=out, inputs=inputs,
                                command=command, arguments=arguments, restart=restart, overwrite=overwrite,
                                progress=progress, prepared=prepared, before_replay=before_replay, expect=declared,
-                               release_utilities=release_utilities and prepared is None,
+                               release_utilities=release_utilities and prepared is None, keep_runs=keep_runs,
                                on_warning=lambda w: click.echo(f"replaylens: warning: {w}", err=True))
         except BudgetExhausted as exc:
             assert llm is not None and cost is not None
@@ -274,7 +277,8 @@ def _with_audit_options(fn: F) -> F:
 
 
 AUDIT_SECTIONS: dict[str, tuple[str, ...]] = {
-    "Inputs and output": ("--history", "--future", "--utilities", "--out", "--restart", "--overwrite"),
+    "Inputs and output": ("--history", "--future", "--utilities", "--out", "--restart", "--overwrite",
+                          "--keep-runs"),
     "Agent": ("--agent", "--agent-param"),
     "Plan and inference": ("--cells", "--maps", "--seed", "--draws", "--repeats", "--rng", "--resamples", "--level",
                            "--path"),
@@ -337,6 +341,7 @@ AUDIT_COMMON = ("--history", "--future", "--utilities", "--agent", "--out", "--c
               "agent, code and plan) and replay it again.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT's latest run with this one instead of keeping it beside "
               "(and replace files of an earlier layout at OUT's result names).")
+@click.option("--keep-runs", "keep_runs", default=DEFAULT_KEEP_RUNS, type=KeepRuns(), help=KEEP_HELP)
 @click.option("--expect-invariant", default="", metavar="CELLS", help="CI gate: comma list of cells (and rekey) "
               "the agent must be invariant to; exit 1 with one line per violated expectation.")
 @click.option("--tolerance", default=None, type=click.FloatRange(0, 1),
@@ -387,6 +392,7 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
           shard_memory_mb: int | None, cache_path: Path | None, no_cache: bool, cache_sampled: bool, adaptive: bool,
           margin: float, rounds: int, cells: str, maps: str | None, seed: int, draws: int, repeats: int | None,
           rng: str, resamples: int, level: float, path_: str, quiet: bool, restart: bool, overwrite: bool,
+          keep_runs: int | None,
           expect_invariant: str, tolerance: float | None, response_format: str, gate: GateOptions,
           **cost_kw: Any) -> None:
     """Audit an agent on a history, future tasks and a utility table.
@@ -464,7 +470,7 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, settings=settings,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],
                command="audit", arguments=args, out=out, quiet=quiet, cost=cost,
-               model=params.get("model") if is_llm else None, restart=restart, overwrite=overwrite,
+               model=params.get("model") if is_llm else None, restart=restart, overwrite=overwrite, keep_runs=keep_runs,
                expect_invariant=expect_invariant, tolerance=tolerance, gate=gate,
                release_utilities=True)   # this run's own evaluator: its table goes once the replay has read it
 

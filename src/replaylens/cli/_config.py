@@ -50,7 +50,7 @@ SCALAR_KEYS = {"model": "model", "maps": "maps", "seed": "seed", "draws": "draws
                "resamples": "resamples", "level": "level", "path": "path_", "quiet": "quiet",
                "tolerance": "tolerance", "workers": "workers", "backend": "backend", "concurrency": "concurrency",
                "overwrite": "overwrite", "base_url": "base_url", "namespace": "llm_namespace",
-               "on_inconclusive": "on_inconclusive"}
+               "on_inconclusive": "on_inconclusive", "keep_runs": "keep_runs"}
 LIST_KEYS = {"cells": "cells", "expect_invariant": "expect_invariant", "fail_on": "fail_on"}
 
 

@@ -27,6 +27,7 @@ from ._manifest import (
     package_versions,
 )
 from ._migration import write_migration_report
+from ._publish import prune_runs
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
 from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
@@ -90,6 +91,7 @@ __all__ = [
     "parse_fail_on",
     "pct",
     "plan_digest",
+    "prune_runs",
     "read_decisions",
     "regression_verdicts",
     "regressions",

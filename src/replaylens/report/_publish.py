@@ -9,7 +9,8 @@ rename of the link ``.results`` beside it; ``OUT/.results`` links to the latest 
 ``OUT/summary.json`` and the other result names are fixed links into ``OUT/.results/``, so a reader that
 resolves ``OUT/.results`` once (as :func:`~replaylens.report.load_results` does) sees one complete result set,
 never a mix of two runs.  Only directories holding ReplayLens's marker (:data:`replaylens._durable.MARKER`)
-are ever removed.
+are ever removed.  :func:`prune_runs` keeps the most recently published complete runs of OUT
+(:data:`replaylens.settings.DEFAULT_KEEP_RUNS`) and removes older complete ones, never an interrupted run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,14 @@ from .._durable import MARKER, LockedError, fsync_dir, holds_lock, is_ours, lock
 from ..errors import ConfigError
 
 __all__ = ["CURRENT", "RUNS", "check_different_run", "check_slots", "current_run", "find_run", "link_latest",
-           "locked_out", "move_earlier_layout", "new_run", "publish", "result_root"]
+           "locked_out", "move_earlier_layout", "new_run", "prune_runs", "publish", "result_root"]
 
 CURRENT = ".results"
 RUNS = "runs"
 _PREFIX = ".results-"
 _SET = "results"   # marker kinds: a result set, a run directory
 _RUN = "run"
+_PRUNED = ".pruned-"   # a run being removed: renamed out of the listing first (a rerun never resumes half of one)
 
 
 def busy(out: Path) -> ConfigError:
@@ -177,7 +179,7 @@ def find_run(out: Path, digest: str) -> Path | None:
     if not runs.is_dir() or runs.is_symlink():
         return None
     for d in sorted(runs.glob(f"*-{digest[:12]}"), reverse=True):
-        if _run_digest(d) == digest:
+        if not d.name.startswith(".") and _run_digest(d) == digest:
             return d
     return None
 
@@ -218,6 +220,63 @@ def link_latest(out: Path, run: Path, names: tuple[str, ...]) -> None:
     _link_names(out, names)
     fsync_dir(out)
     _drop_old_sets(out)
+
+
+def prune_runs(out: str | os.PathLike[str], keep: int | None, *, protect: Sequence[Path] = (),
+               dry_run: bool = False) -> list[Path]:
+    """Remove the complete runs of ``out`` beyond the ``keep`` most recently published (None: keep every run); the
+    runs removed (with ``dry_run``: that would be), oldest first.
+
+    Holds OUT's run lock (re-entered when this thread holds it; a busy OUT is a :class:`ConfigError`).  A complete
+    run is a directory of ``OUT/runs`` with ReplayLens's run marker and a published result set; runs are ranked by
+    when their set was last published (a resumed run counts from its resume).  OUT's latest run and ``protect``
+    (the run just written) are always kept, and count among the ``keep``.  Never removed: an interrupted run (no
+    published set: rerunning its command resumes it), a directory without the marker, a link, a run another holder
+    has locked."""
+    root = Path(out)
+    runs = root / RUNS
+    if keep is None or not runs.is_dir() or runs.is_symlink():
+        return []
+    with locked_out(root):
+        for left in runs.glob(f"{_PRUNED}*"):   # a removal a killed prune left half done
+            if not dry_run and is_ours(left, _RUN):
+                shutil.rmtree(left, ignore_errors=True)
+        ranked: list[tuple[int, str, Path]] = []
+        for d in runs.iterdir():
+            link = d / CURRENT
+            if d.name.startswith(".") or not is_ours(d, _RUN) or not (link.is_symlink() and link.is_dir()):
+                continue
+            ranked.append((os.lstat(link).st_mtime_ns, d.name, d))
+        ranked.sort(reverse=True)
+        latest = current_run(root)
+        held = {p.resolve() for p in (*protect, *([latest] if latest is not None else []))}
+        kept = [d for *_, d in ranked if d.resolve() in held]
+        gone: list[Path] = []
+        for *_, d in ranked:
+            if d.resolve() in held:
+                continue
+            if len(kept) < keep:
+                kept.append(d)
+            elif dry_run or _remove_run(d):
+                gone.append(d)
+        if gone and not dry_run:
+            fsync_dir(runs)
+    return gone[::-1]
+
+
+def _remove_run(run: Path) -> bool:
+    """Remove one run directory unless another holder has locked it: renamed out of ``OUT/runs``'s listing first
+    (one step), then deleted."""
+    try:
+        with locked_dir(run):
+            if not is_ours(run, _RUN):
+                return False
+            gone = run.with_name(f"{_PRUNED}{run.name}")
+            os.rename(run, gone)
+            shutil.rmtree(gone, ignore_errors=True)
+            return True
+    except LockedError:
+        return False
 
 
 def move_earlier_layout(out: Path, digest_of: Callable[[Mapping[str, Any]], str], label: str,

@@ -23,7 +23,8 @@ from ..errors import ConfigError
 from ..maps import SlotSpec
 from ..records import Evaluator, FutureTasks, History, check_storable
 from ..replay import PreparedReplay, plan_replay, prepare_replay
-from ..settings import DEFAULT_CELLS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
+from ..settings import DEFAULT_CELLS, DEFAULT_KEEP_RUNS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, AuditSettings, Execution
+from ..settings import keep_runs as keep_runs_value
 from ._ahead import ReportAhead
 from ._audit import AuditResult, extra_readouts, prepared_state_responses, summarize
 from ._manifest import InputFile, RunManifest, file_sha256, git_revision, package_versions
@@ -59,6 +60,7 @@ def run_audit(
     expect: Mapping[str, Any] | None = None,
     on_warning: Callable[[str], None] | None = None,
     release_utilities: bool = False,
+    keep_runs: int | str | None = DEFAULT_KEEP_RUNS,
 ) -> AuditResult:
     """Run an audit of ``agent`` under ``settings`` and return its :class:`AuditResult`.
 
@@ -68,7 +70,9 @@ def run_audit(
     else that decides the decisions; ``restart`` discards that journal), any other audit becomes a new run beside
     the earlier ones (one line on stderr says so; ``overwrite`` removes the previous latest run instead), and its
     result set (report.html, report.md, summary.json, decisions.parquet, manifest.json, forest.png) is written
-    whole and linked as ``out``'s latest.  An invocation that fails leaves no new run without finished work.
+    whole and linked as ``out``'s latest; then ``out`` keeps its ``keep_runs`` most recently published complete
+    runs, this one among them (``"all"``/None: every run; interrupted runs are never removed).  An invocation that
+    fails leaves no new run without finished work.
     ``inputs`` names the input files by role (history, futures, utilities) for the manifest; ``prepared``
     reuses a prepared replay (several agents on one plan); ``before_replay(plan)`` runs once the plan is known.
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds", ...}``, see
@@ -82,10 +86,11 @@ def run_audit(
     agent = as_agent(agent)
     if settings.execution.resolved_backend == "ray":   # a missing extra: one line before anything is made
         require("ray", "--backend ray")
+    keep = keep_runs_value(keep_runs)   # a bad value: one line before anything is made
     runs: OutRuns | None = None
     if out is not None:   # text the result files cannot hold: one input error before OUT is touched or a replay runs
         check_storable(history, futures)
-        runs = OutRuns(Path(out), RESULT_FILES, label=agent.name, overwrite=overwrite,
+        runs = OutRuns(Path(out), RESULT_FILES, label=agent.name, overwrite=overwrite, keep_runs=keep,
                        announce=lambda line: print(f"replaylens: {line}", file=sys.stderr))
     try:
         return _run_audit(history, futures, evaluator, agent, settings, runs=runs, journal=journal, inputs=inputs,
@@ -303,6 +308,7 @@ def audit(
     shard_memory: int | None = None,
     expect: Mapping[str, Any] | None = None,
     on_inconclusive: str = "pass",
+    keep_runs: int | str | None = DEFAULT_KEEP_RUNS,
 ) -> AuditResult:
     """Run an audit: plan, replay (journaled when ``journal`` or ``out`` is set), read out and infer; with
     ``out``, lock the directory and write the report there (exactly what ``replaylens audit`` does).
@@ -312,7 +318,8 @@ def audit(
     ``agent`` may be an :class:`Agent` or anything with an ``.agent()`` method (a HistoryReader, ...).
     ``expect`` declares expectations per row (``{"pair": "invariant", "value": "responds"}``), judged in
     the summary's ``verdict`` (SAFE / UNSAFE / INCONCLUSIVE; ``on_inconclusive="fail"`` makes an INCONCLUSIVE
-    declared row fail the gate).
+    declared row fail the gate).  ``keep_runs``: the complete runs ``out`` keeps (the most recent; ``"all"``: every
+    one).
     """
     settings = AuditSettings(
         cells=tuple(cells.split(",")) if isinstance(cells, str) else tuple(cells),
@@ -322,4 +329,4 @@ def audit(
         execution=Execution(backend=backend, workers=workers, concurrency=concurrency, ray_address=ray_address,
                             shard_memory=shard_memory))
     return run_audit(history, futures, evaluator, agent, settings, out=out, journal=journal, restart=restart,
-                     overwrite=overwrite, progress=progress, expect=expect)
+                     overwrite=overwrite, progress=progress, expect=expect, keep_runs=keep_runs)

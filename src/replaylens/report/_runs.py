@@ -16,7 +16,7 @@ from typing import Any
 
 from .._durable import remove_ours
 from ..replay import Journal
-from ._publish import RUNS, check_slots, current_run, find_run, link_latest, move_earlier_layout, new_run
+from ._publish import RUNS, check_slots, current_run, find_run, link_latest, move_earlier_layout, new_run, prune_runs
 
 __all__ = ["OutRuns"]
 
@@ -26,14 +26,17 @@ class OutRuns:
 
     ``names``: the result names linked in OUT; ``label``: the agent's name, part of a new run's directory name;
     ``overwrite``: the new run replaces OUT's latest run (removed once the new one is published) instead of
-    keeping it beside; ``announce``: receives the one line saying a new run was started beside earlier ones."""
+    keeping it beside; ``keep_runs``: the complete runs OUT keeps once this one is published (the most recent;
+    None: every run, see :func:`~replaylens.report._publish.prune_runs`); ``announce``: receives the one line
+    saying a new run was started beside earlier ones (or earlier runs were removed)."""
 
     def __init__(self, out: Path, names: tuple[str, ...], *, label: str, overwrite: bool,
-                 announce: Callable[[str], None]) -> None:
+                 announce: Callable[[str], None], keep_runs: int | None = None) -> None:
         self.out = out
         self.names = names
         self.label = label
         self.overwrite = overwrite
+        self.keep_runs = keep_runs
         self.announce = announce
         self.fresh_out = not (out.exists() or out.is_symlink())
         self.held = False   # this invocation holds OUT's lock (only then is anything removed after a failure)
@@ -78,11 +81,18 @@ class OutRuns:
 
     def publish(self) -> None:
         """Make the chosen run (its result set published) OUT's latest; with ``overwrite``, remove the previous
-        latest run."""
+        latest run; then keep only the ``keep_runs`` most recent complete runs (one line names what went)."""
         assert self.run is not None
         link_latest(self.out, self.run, self.names)
         if self.overwrite and self.previous is not None and self.previous != self.run:
             remove_ours(self.previous)
+        gone = prune_runs(self.out, self.keep_runs, protect=[self.run])
+        if gone:
+            what = (f"the earlier run {self._rel(gone[0])}" if len(gone) == 1 else
+                    f"{len(gone)} earlier runs, {self._rel(gone[0])} … {self._rel(gone[-1])}")
+            n = self.keep_runs
+            self.announce(f"removed {what} (--keep-runs {n}: {self.out} keeps its "
+                          f"{'most recent complete run' if n == 1 else f'{n} most recent complete runs'})")
 
     def failed(self) -> None:
         """After a failure: remove the run directory this invocation made when it holds no finished shard, then
