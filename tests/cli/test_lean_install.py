@@ -86,7 +86,7 @@ def test_help_lists_the_product_commands_and_one_paper_group(tmp_path: Path) -> 
     listed = res.stdout.split("Commands:")[1].split("\n\n")[0]
     names = {line.split()[0] for line in listed.splitlines() if line.strip()}
     assert names == {"audit", "check-migration", "check-operation", "check-store", "check-writer", "compare", "demo",
-                     "llm", "paper", "validate", "view"}
+                     "llm", "paper", "prune", "validate", "view"}
     paper = subprocess.run([sys.executable, "-m", "replaylens", "paper", "--help"], capture_output=True, text=True,
                            check=True).stdout
     for cmd in ("reproduce", "data", "joint", "memory-audit", "tools", "reanalyze"):
