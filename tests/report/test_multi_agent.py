@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -47,7 +48,10 @@ def test_several_agents_share_one_prepared_plan(inputs: list[str], tmp_path: Pat
     assert res.exit_code == 0, res.output
     assert len(calls) == 1  # one prepared plan for the three agents
     monkeypatch.setattr(rp, "prepare_replay", real)
-    assert {p.name for p in out.iterdir()} == {"mean", "latest", "best", "report.html", "agents.json"}
+    assert {p.name for p in out.iterdir()} == {"mean", "latest", "best", "report.html", "agents.json", "runs",
+                                               ".results"}
+    (run,) = (out / "runs").iterdir()   # the comparison is a run of OUT, linked as its latest
+    assert os.readlink(out / ".results") == f"runs/{run.name}/.results"
     for name in ("mean", "latest", "best"):  # each agent's directory is exactly a one-agent audit
         assert {p.name for p in (out / name).iterdir() if not p.name.startswith(".")} == ARTIFACTS
         single = tmp_path / f"single-{name}"
@@ -58,11 +62,15 @@ def test_several_agents_share_one_prepared_plan(inputs: list[str], tmp_path: Pat
         assert s1["rows"] == s2["rows"]
     html = (out / "report.html").read_text(encoding="utf-8")
     assert offline_problems(html) == []
-    for needle in ('id="agent-table"', 'id="compare-agent-1"', 'id="compare-agent-2"', 'href="latest/report.html"',
-                   "latest − mean", "best − mean", "ReplayLens audit: mean, latest, best"):
+    (latest_run,) = (out / "latest" / "runs").iterdir()   # each agent's row links the very run compared
+    for needle in ('id="agent-table"', 'id="compare-agent-1"', 'id="compare-agent-2"',
+                   f'href="latest/runs/{latest_run.name}/report.html"', "latest − mean", "best − mean",
+                   "ReplayLens audit: mean, latest, best"):
         assert needle in html, needle
     index = json.loads((out / "agents.json").read_text())
     assert [a["dir"] for a in index["agents"]] == ["mean", "latest", "best"]
+    assert [a["run"] for a in index["agents"]] == [f"{d}/runs/{next((out / d / 'runs').iterdir()).name}"
+                                                   for d in ("mean", "latest", "best")]
     # the comparison in the combined report is the one `replaylens compare` computes from the two directories
     res = CliRunner().invoke(cli, ["compare", str(out / "mean"), str(out / "latest")])
     assert res.exit_code == 0, res.output
@@ -86,3 +94,4 @@ def test_llm_is_audited_alone(inputs: list[str], tmp_path: Path) -> None:
 
 def test_agent_dirs_are_distinct_and_safe() -> None:
     assert agent_dirs(["mean", "mypkg:make", "mean", "../x"]) == ["mean", "mypkg_make", "mean-2", "x"]
+    assert agent_dirs(["runs", "llm", "report.html", "Runs"]) == ["runs-2", "llm-2", "report.html-2", "Runs-2"]

@@ -465,7 +465,8 @@ def audit(history_path: Path | None, future_path: Path | None, util_path: Path |
 
         run_agents(_run_audit, agent_specs, params, history=history, futures=futures, evaluator=evaluator,
                    inputs=[("history", str(history_path)), ("futures", str(future_path)),
-                           ("utilities", str(util_path))], arguments=args, settings=settings, out=out, quiet=quiet)
+                           ("utilities", str(util_path))], arguments=args, settings=settings, out=out, quiet=quiet,
+                   restart=restart, overwrite=overwrite, keep_runs=keep_runs)
         return
     _run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent, settings=settings,
                inputs=[("history", str(history_path)), ("futures", str(future_path)), ("utilities", str(util_path))],

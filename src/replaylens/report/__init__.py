@@ -30,6 +30,7 @@ from ._migration import write_migration_report
 from ._publish import prune_runs
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
+from ._runs import agents_run
 from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
 from ._stores import write_store_report
 from ._verdict import (
@@ -65,6 +66,7 @@ __all__ = [
     "Threshold",
     "adaptive_audit",
     "adaptive_summary",
+    "agents_run",
     "audit",
     "baseline_dir",
     "changed_examples",

@@ -30,7 +30,7 @@ from .._durable import MARKER, LockedError, fsync_dir, holds_lock, is_ours, lock
 from ..errors import ConfigError
 
 __all__ = ["CURRENT", "RUNS", "check_different_run", "check_slots", "current_run", "find_run", "link_latest",
-           "locked_out", "move_earlier_layout", "new_run", "prune_runs", "publish", "result_root"]
+           "locked_out", "move_earlier_layout", "new_run", "prune_runs", "publish", "result_root", "run_digest"]
 
 CURRENT = ".results"
 RUNS = "runs"
@@ -162,7 +162,7 @@ def publish(out: Path, build: Callable[[Path], None], names: tuple[str, ...]) ->
 # ---------------------------------------------------------------- runs side by side
 
 
-def _run_digest(run: Path) -> str | None:
+def run_digest(run: Path) -> str | None:
     """The journal-key digest a run directory was made for (from its marker), or None when it is not one."""
     if not is_ours(run, _RUN):
         return None
@@ -179,7 +179,7 @@ def find_run(out: Path, digest: str) -> Path | None:
     if not runs.is_dir() or runs.is_symlink():
         return None
     for d in sorted(runs.glob(f"*-{digest[:12]}"), reverse=True):
-        if not d.name.startswith(".") and _run_digest(d) == digest:
+        if not d.name.startswith(".") and run_digest(d) == digest:
             return d
     return None
 
@@ -218,8 +218,17 @@ def link_latest(out: Path, run: Path, names: tuple[str, ...]) -> None:
     check_slots(out, names)
     _switch(out, f"{RUNS}/{run.name}/{CURRENT}")
     _link_names(out, names)
+    _drop_dangling(out)
     fsync_dir(out)
     _drop_old_sets(out)
+
+
+def _drop_dangling(out: Path) -> None:
+    """Remove OUT's result links (``NAME -> .results/NAME``) the latest run has no file for: a one-agent run published
+    after a several-agent one (or the other way round) leaves no link to the other kind's files."""
+    for p in out.iterdir():
+        if p.is_symlink() and os.readlink(p) == f"{CURRENT}/{p.name}" and not p.exists():
+            p.unlink(missing_ok=True)
 
 
 def prune_runs(out: str | os.PathLike[str], keep: int | None, *, protect: Sequence[Path] = (),

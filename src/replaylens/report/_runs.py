@@ -3,22 +3,41 @@
 Each audit into ``OUT`` that is not a resume becomes a run of its own under ``OUT/runs/`` (see
 :mod:`replaylens.report._publish`); the run a rerun resumes is the kept run made for the same journal key.
 What a failed invocation made and holds no finished work of (a new run directory, an empty OUT) is removed,
-so a configuration error leaves nothing behind.
+so a configuration error leaves nothing behind.  A several-agent audit (:func:`agents_run`) is a run of its OUT the
+same way: its comparison (report.html, agents.json) is published in ``OUT/runs/<run>/`` and linked as OUT's latest,
+each agent's own audit being a one-agent OUT of its own, ``OUT/<agent>/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._durable import remove_ours
+from .._durable import clean_stale, remove_ours
 from ..replay import Journal
-from ._publish import RUNS, check_slots, current_run, find_run, link_latest, move_earlier_layout, new_run, prune_runs
+from ._publish import (
+    CURRENT,
+    RUNS,
+    check_slots,
+    current_run,
+    find_run,
+    link_latest,
+    locked_out,
+    move_earlier_layout,
+    new_run,
+    prune_runs,
+    publish,
+    run_digest,
+)
 
-__all__ = ["OutRuns"]
+__all__ = ["AGENT_FILES", "AgentsRun", "OutRuns", "agents_run"]
+
+AGENT_FILES = ("report.html", "agents.json")
+"""The result names of a several-agent audit's run, linked in its OUT."""
 
 
 class OutRuns:
@@ -60,24 +79,27 @@ class OutRuns:
 
     def choose(self, key: Mapping[str, Any]) -> Path:
         """The journal directory of the run made for ``key``: a kept run's (a resume), or a new run's."""
+        return self.choose_run(key, lambda prev: _journal_change(prev, key),
+                               "the same inputs, agent, code and plan") / "journal"
+
+    def choose_run(self, key: Mapping[str, Any], change: Callable[[Path], str], same: str) -> Path:
+        """The run directory made for ``key``: a kept run's (a resume: ``same`` says what is the same), or a new
+        run's (``change(previous latest run)`` says what changed, in the one line)."""
         digest = Journal.digest(key)
         found = find_run(self.out, digest)
         prev = self.previous
         if found is not None:
             self.run = found
             if prev is not None and prev != found:
-                self.announce(f"resuming the kept run {self._rel(found)} (the same inputs, agent, code and plan); "
-                              "it is the latest again")
-            return found / "journal"
+                self.announce(f"resuming the kept run {self._rel(found)} ({same}); it is the latest again")
+            return found
         self.run = new_run(self.out, digest, self.label)
         self.made_run = True
         if prev is not None:
-            old = Journal.stored(prev / "journal")
-            why = Journal.change(old, key) if old is not None else "a different run"
             kept = (f"it replaces the earlier run {self._rel(prev)}" if self.overwrite else
                     f"the earlier run {self._rel(prev)} is kept beside it")
-            self.announce(f"new run {self._rel(self.run)} ({why}); {kept}")
-        return self.run / "journal"
+            self.announce(f"new run {self._rel(self.run)} ({change(prev)}); {kept}")
+        return self.run
 
     def publish(self) -> None:
         """Make the chosen run (its result set published) OUT's latest; with ``overwrite``, remove the previous
@@ -118,3 +140,78 @@ def _has_work(run: Path) -> bool:
     except OSError:
         return True
     return (run / ".results").is_symlink()
+
+
+def _journal_change(prev: Path, key: Mapping[str, Any]) -> str:
+    old = Journal.stored(prev / "journal")
+    return Journal.change(old, key) if old is not None else "a different run"
+
+
+# ---------------------------------------------------------------- a several-agent audit as a run of its OUT
+
+
+class AgentsRun:
+    """The run of a several-agent audit in its OUT, chosen once every agent's own run is published."""
+
+    def __init__(self, runs: OutRuns) -> None:
+        self._runs = runs
+
+    def agent_run(self, agent_out: Path) -> Path:
+        """The run of one agent's own OUT (``OUT/<agent>/``) that its audit just published."""
+        run = current_run(agent_out)
+        if run is None:
+            raise RuntimeError(f"{agent_out}: no published run")   # pragma: no cover - run_audit publishes one
+        return run
+
+    def publish(self, specs: Sequence[str], agent_outs: Sequence[Path], settings: Mapping[str, Any],
+                files: Callable[[list[str]], Mapping[str, str]]) -> Path:
+        """Choose this audit's run from the agents' runs (``specs``, their OUTs) and ``settings`` (what else decides the
+        comparison), write ``files(agent run directories relative to OUT)`` (name -> text) into it as one result set
+        and make it OUT's latest (then prune OUT's runs); its run directory."""
+        runs = self._runs
+        agent_runs = [self.agent_run(d) for d in agent_outs]
+        rel = [os.path.relpath(r, runs.out) for r in agent_runs]
+        key = {"agents": [{"spec": sp, "run": rl, "digest": run_digest(r)}
+                          for sp, rl, r in zip(specs, rel, agent_runs, strict=True)], **settings}
+        run = runs.choose_run(key, lambda prev: _agents_change(prev, key), "the same agents' runs")
+        texts = files(rel)
+
+        def build(tmp: Path) -> None:
+            for name, text in texts.items():
+                (tmp / name).write_text(text, encoding="utf-8")
+
+        with locked_out(run):
+            publish(run, build, tuple(texts))
+        runs.publish()
+        return run
+
+
+def _agents_change(prev: Path, key: Mapping[str, Any]) -> str:
+    """What differs between the several-agent run ``prev`` and ``key``: the agents, or which agents' runs."""
+    try:
+        old = json.loads((prev / CURRENT / "agents.json").read_text(encoding="utf-8"))
+        before = {a["spec"]: a.get("run") for a in old["agents"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a different run"
+    now = {a["spec"]: a["run"] for a in key["agents"]}
+    if list(before) != list(now):
+        return "different agents"
+    changed = [spec for spec in now if before[spec] != now[spec]]
+    return f"new runs of {', '.join(changed)}" if changed else "other comparison settings"
+
+
+@contextlib.contextmanager
+def agents_run(out: Path, *, overwrite: bool, keep_runs: int | None, label: str,
+               announce: Callable[[str], None]) -> Iterator[AgentsRun]:
+    """Hold ``out``'s run lock for a several-agent audit (a busy OUT is a :class:`ConfigError`), check it as a run
+    of its own (what is in the way of its links, an earlier layout), and clean up after a failure as a one-agent
+    audit does.  ``overwrite``/``keep_runs``: as for a one-agent run, applied to OUT's several-agent runs."""
+    runs = OutRuns(out, AGENT_FILES, label=label, overwrite=overwrite, announce=announce, keep_runs=keep_runs)
+    try:
+        with locked_out(out):
+            clean_stale(out)
+            runs.check()
+            yield AgentsRun(runs)
+    except BaseException:
+        runs.failed()
+        raise
