@@ -47,8 +47,8 @@ def _free_block(n: int, rng: np.random.Generator) -> list[int]:
         try:
             for p in range(base, base + n):
                 s = socket.socket()
+                socks.append(s)   # (closed below even when its bind fails)
                 s.bind(("127.0.0.1", p))
-                socks.append(s)
             return list(range(base, base + n))
         except OSError:
             continue
@@ -65,6 +65,8 @@ class Cluster:
 
     root: Path
     cpus: int
+    head_cpus: int | None = None   # the head's CPUs (``cpus`` without it; 0: a head that runs no task)
+    node_env: dict[str, str] = field(default_factory=dict)   # Ray settings for the nodes alone (RAY_...)
     address: str = ""
     env: dict[str, str] = field(default_factory=dict)
     control: Path = Path()
@@ -89,26 +91,33 @@ class Cluster:
                "sys.exit(main())", "start"]
         self._launch("head", [*ray, "--head", "--port", str(head[0]), "--ray-client-server-port", str(head[1]),
                               "--include-dashboard", "false", "--dashboard-port", str(head[2]),
-                              *_node_ports(head[3:]), *self._common()])
+                              *_node_ports(head[3:]), *self._common(self.head_cpus)])
         self._wait("head")   # (a raylet joining a head that is still starting is refused its token)
         if nodes > 1:
             self.add_node()
         return self
 
-    def add_node(self) -> None:
-        """The second raylet (``node2``), joining the head."""
-        self._launch("node2", [sys.executable, "-c", _SECOND_NODE, "start", "--address", self.address,
-                               *_node_ports(self._ports[36:]), *self._common()])
-        self._wait("node2")
+    @property
+    def client_address(self) -> str:
+        """The head's Ray Client server (``ray://127.0.0.1:PORT``)."""
+        return f"ray://127.0.0.1:{self._ports[1]}"
 
-    def _common(self) -> list[str]:
-        return ["--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus), "--object-store-memory",
-                str(80 * 2**20), "--disable-usage-stats", "--block"]
+    def add_node(self, name: str = "node2") -> None:
+        """Another raylet joining the head (``node2`` on the ports set apart at start, any other name on a block
+        of its own)."""
+        ports = self._ports[36:] if name == "node2" else _free_block(36, np.random.default_rng())
+        self._launch(name, [sys.executable, "-c", _SECOND_NODE, "start", "--address", self.address,
+                            *_node_ports(ports), *self._common()])
+        self._wait(name)
+
+    def _common(self, cpus: int | None = None) -> list[str]:
+        return ["--node-ip-address", "127.0.0.1", "--num-cpus", str(self.cpus if cpus is None else cpus),
+                "--object-store-memory", str(80 * 2**20), "--disable-usage-stats", "--block"]
 
     def _launch(self, name: str, argv: list[str]) -> None:
         log = self.root / f"{name}.out"
         with log.open("wb") as fh:
-            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
+            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env={**self.env, **self.node_env},
                                     start_new_session=True, cwd=self.root)
         self.groups[name] = proc.pid
         self.procs[proc.pid] = proc
@@ -151,14 +160,29 @@ class Cluster:
         time.sleep(1.0)
         for name in list(self.groups):
             self.kill(name)
-        mark = str(self.root).encode()
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit() and int(d.name) != os.getpid():
-                try:
-                    if mark in (d / "cmdline").read_bytes() or mark in (d / "environ").read_bytes():
-                        os.kill(int(d.name), signal.SIGKILL)
-                except (OSError, ProcessLookupError):
-                    continue
+        sweep(self.root)
+
+
+def marked(root: Path) -> set[int]:
+    """The processes (but this one) whose command line or environment names ``root`` (a cluster's or a local
+    instance's ``RAY_TMPDIR``: every process of it, the drivers that name it too)."""
+    mark = str(root).encode()
+    out: set[int] = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if mark in (d / "cmdline").read_bytes() or mark in (d / "environ").read_bytes():
+                    out.add(int(d.name))
+            except (OSError, ProcessLookupError):
+                continue
+    return out
+
+
+def sweep(root: Path) -> None:
+    """SIGKILL every process :func:`marked` finds for ``root``."""
+    for pid in marked(root):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _session(sid: int) -> set[int]:

@@ -6,8 +6,10 @@ summary.json byte for byte; (2) a running cluster is joined without ``--ray-addr
 recorded, ``RAY_ADDRESS``); (3) Ray's failures are one line with the README's exit status (a worker crash: 3; a
 cluster not answering, a bad runtime env, workers running other code than the driver fingerprinted: 2) and
 Ray's log lines stay out of the console (``ray.log`` under OUT); (4) as many shards run at once as the cluster
-has CPUs (six here, where 2 x --workers was four); (5) ``--ray-runtime-env`` reaches the workers.  The last test
-kills the second node mid-audit, then the driver, and resumes: the same bytes again.
+has CPUs (six here, where 2 x --workers was four); (5) ``--ray-runtime-env`` reaches the workers.  A ``ray://``
+address runs the audit through the head's Ray Client server, a worker crash there one line too.  The last test
+kills the second node mid-audit, then the driver, and resumes: the same bytes again.  (Ray's other failures,
+brought about on a cluster or a local instance of their own: ``test_ray_failures.py``.)
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def choose(state, task, menu):
 def _control(ctl, stream):
     if os.path.exists(os.path.join(ctl, "crash-" + stream)):
         os._exit(3)
+    if os.path.exists(os.path.join(ctl, "hold-" + stream)):
+        _hold(ctl, stream)
     if "default_worker" in sys.argv[0] and os.path.exists(os.path.join(ctl, "barrier")):
         _barrier(ctl)
     try:
@@ -64,6 +68,21 @@ def _control(ctl, stream):
         time.sleep(ms / 1000)
     with open(os.path.join(ctl, f"trace-{os.getpid()}"), "a") as fh:
         fh.write(f"{start} {time.time()}\\n")
+
+
+def _hold(ctl, stream):
+    """Say where the shard runs (``run-SID``: its node's session id; in it the node's address and the cluster's
+    GCS address) and wait until ``release`` exists, the hold is lifted or a minute has passed."""
+    import ray
+
+    mark = os.path.join(ctl, f"run-{os.getsid(0)}")
+    with open(mark + ".tmp", "w") as fh:
+        fh.write(f"{ray.util.get_node_ip_address()} {ray.get_runtime_context().gcs_address}")
+    os.replace(mark + ".tmp", mark)
+    end = time.time() + 60
+    while (time.time() < end and os.path.exists(os.path.join(ctl, "hold-" + stream))
+           and not os.path.exists(os.path.join(ctl, "release"))):
+        time.sleep(0.05)
 
 
 def _barrier(ctl):
@@ -123,11 +142,14 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Inputs (24 streams: 24 shards on the reference path), the agent file and its sibling module."""
+    return inputs(tmp_path_factory.mktemp("ray51"))
+
+
+def inputs(d: Path) -> Path:
+    """Inputs (24 streams: 24 shards on the reference path), the agent file and its sibling module, in ``d``."""
     from replaylens.bandit import make_bandit
     from replaylens.records import write_evaluator, write_futures, write_history
 
-    d = tmp_path_factory.mktemp("ray51")
     b = make_bandit(n_streams=24, slots_per_block=6, n_future=3)
     write_history(b.history, d / "history.jsonl")
     write_futures(b.futures, d / "future.jsonl")
@@ -146,6 +168,10 @@ def _args(work: Path, out: Path, agent: str = "agentdir/traced.py:make") -> list
 
 @pytest.fixture(scope="module")
 def local(work: Path) -> Path:
+    return serial(work)
+
+
+def serial(work: Path) -> Path:
     """The local (serial) path's result set, in this process (no controls: no delay, no trace)."""
     old = os.getcwd()
     os.chdir(work)
@@ -263,6 +289,31 @@ def test_runtime_env_reaches_workers_and_other_code_there_is_refused(cluster: Cl
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "differs from what the driver fingerprinted (rlpkg==1.0:agent.py)" in lines[0], err
     assert _done(work / "pkg") == 0
+
+
+def test_a_ray_client_address_runs_the_audit_and_its_failures_are_one_line(cluster: Cluster, work: Path,
+                                                                         local: Path) -> None:
+    """``--ray-address ray://...`` (Ray Client, the head's client server): a worker crash through it is the one
+    line and exit 3 of a direct join, the shards before it journaled; the same command resumes to the local
+    path's bytes, with Ray's lines in ray.log only."""
+    (cluster.control / "delay_ms").write_text("0")
+    crash = cluster.control / "crash-s03"
+    crash.write_text("")
+    out = work / "client"
+    args = [*_args(work, out), "--backend", "ray", "--ray-address", cluster.client_address, "--workers", "1"]
+    try:
+        code, err = _run(cluster, work, args)
+    finally:
+        crash.unlink()
+    assert code == 3, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Ray worker running shard 3 (stream s03) died" in lines[0], err
+    assert _done(out) == 3 and not (out / "summary.json").exists()
+    code, err = _run(cluster, work, args)
+    assert code == 0, err
+    assert err.strip() == "resuming: 3 of 24 shards done, 21 to replay", err
+    _same(out, local)
+    assert "ray.init() on the server" in next(out.rglob("ray.log")).read_text()   # Ray Client's own line
 
 
 def test_bad_runtime_env_and_unreachable_cluster_are_one_line_exit_2(work: Path, tmp_path: Path,

@@ -4,7 +4,8 @@
   machine left running (Ray's own ``ray.init()`` rule); joined as it is (no resources asked of it).  Only when
   none is found (or the one recorded no longer answers) is a local instance started, with ``workers`` CPUs (all
   of the machine's without it), and shut down after.  An address given but not answering within
-  :data:`CONNECT_TIMEOUT_S` is a one-line :class:`~replaylens.errors.ConfigError`.
+  :data:`CONNECT_TIMEOUT_S` is a one-line :class:`~replaylens.errors.ConfigError` (a ``ray://`` address, Ray
+  Client, too: its port is tried first, and a Ray Client that cannot connect is one line, its warning logged).
 * **What**: the job is pickled once with the user's own modules by value (:mod:`._shipping`), put into the
   object store once, and loaded once per worker process, which first checks that it runs the code the driver
   fingerprinted.  ``runtime_env`` (``--ray-runtime-env``) is passed to Ray as given (pip requirements, a
@@ -32,6 +33,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,8 +121,8 @@ class Ray:
                 recorded = None
             if recorded is not None and _answers(recorded, 2.0) is None:
                 asked, source = recorded, "the cluster running on this machine"
-        elif asked not in ("local", "auto") and not asked.startswith("ray://"):
-            why = _answers(asked, CONNECT_TIMEOUT_S)
+        elif asked not in ("local", "auto"):   # (ray://host:port: Ray Client, its server's port)
+            why = _answers(asked.removeprefix("ray://"), CONNECT_TIMEOUT_S)
             if why is not None:
                 raise ConfigError(f"cannot reach the Ray cluster at {asked} (from {source}) within "
                                   f"{CONNECT_TIMEOUT_S:g} s: {why}")
@@ -128,23 +130,36 @@ class Ray:
         if self.runtime_env:
             kw["runtime_env"] = dict(self.runtime_env)
         try:
-            if asked is None or asked == "local":
-                ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **kw)
-            else:
-                ray.init(address=asked, **kw)
-                self.joined = asked
+            with warnings.catch_warnings(record=True) as said:   # (Ray Client's timeout warning, ...)
+                warnings.simplefilter("always")
+                try:
+                    if asked is None or asked == "local":
+                        ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **kw)
+                    else:
+                        ray.init(address=asked, **kw)
+                        self.joined = asked
+                finally:
+                    for w in said:   # into Ray's log, not the console
+                        logging.getLogger("ray").warning("%s: %s", w.category.__name__, w.message)
         except ReplayLensError:
             raise
         except Exception as exc:
+            logging.getLogger("ray").error("ray.init: %s: %s", type(exc).__name__, exc)
             where = f"join the Ray cluster at {asked} (from {source})" if asked not in (None, "local") else \
                 "start a local Ray instance"
-            raise ConfigError(f"cannot {where}: {_first_line(exc)} (Ray's log: {log})") from None
+            hint = " (is a Ray Client server listening there? `ray start --head` starts one on port 10001)" \
+                if str(asked).startswith("ray://") else ""
+            raise ConfigError(f"cannot {where}: {_first_line(exc)}{hint} (Ray's log: {log})") from None
 
     # -- running ---------------------------------------------------------------------------------------------------
     def _run(self, ray: Any, job: _Job, indices: Sequence[int], log: Path) -> Results:
         data, _check = payload(job, job.agent)
         digest = hashlib.sha256(data).hexdigest()[:16]
-        ref = ray.put(data)
+        try:
+            ref = ray.put(data)
+        except Exception as exc:   # the object store full (and its disk), the cluster lost, ...
+            what = f"the job ({len(data) / 2**20:.1f} MiB: the agent and the audit's prepared streams)"
+            raise _as_error(ray, exc, what, log) from None
         del data
         memory = self.shard_memory if job.path == "array" else None
         view = _Cluster(ray, self.workers, memory)
@@ -291,6 +306,7 @@ def _as_error(ray: Any, exc: BaseException, k: str, log: Path) -> BaseException:
     """One Ray failure of ``k`` (the shard and its streams) as ReplayLens's one-line error (the agent's own error
     as a serial run raises it)."""
     ex = ray.exceptions
+    logging.getLogger("ray").error("%s: %s", k, exc)   # Ray's whole message, in the log the one line names
     tail = f"finished shards are journaled; Ray's log: {log}"
     if isinstance(exc, ex.RayTaskError):
         cause = exc.cause
@@ -298,6 +314,8 @@ def _as_error(ray: Any, exc: BaseException, k: str, log: Path) -> BaseException:
             return cause
         if isinstance(cause, ShipError):
             return ConfigError(f"{cause} ({tail})")
+        if isinstance(cause, ex.RayError) and not isinstance(cause, ex.RayTaskError):   # Ray's, on the worker
+            return _as_error(ray, cause, k, log)                                     # (its result not stored)
         return ConfigError(f"{k} failed on a Ray worker: {_first_line(cause or exc)} ({tail})")
     if isinstance(exc, ex.WorkerCrashedError):
         return AgentError(f"the Ray worker running {k} died (after {MAX_RETRIES} retries): the agent may have "
@@ -306,8 +324,12 @@ def _as_error(ray: Any, exc: BaseException, k: str, log: Path) -> BaseException:
         return AgentError(f"Ray stopped the worker running {k}: its node ran out of memory (after "
                           f"{MAX_RETRIES} retries); lower --max-shard-memory or give the nodes more memory ({tail})")
     if isinstance(exc, ex.ObjectStoreFullError):
-        return ConfigError(f"Ray's object store is full ({k}); give the nodes a larger object store "
+        return ConfigError(f"Ray's object store is full: it cannot hold {k}; give the nodes a larger object store "
                            f"(ray start --object-store-memory) or lower --max-shard-memory ({tail})")
+    if isinstance(exc, ex.OutOfDiskError):   # the store full and its spill/fallback disk over Ray's threshold
+        return ConfigError(f"Ray's object store is full and its node's disk too (over Ray's "
+                           f"local_fs_capacity_threshold): it cannot hold {k}; free disk space on the nodes or give "
+                           f"them a larger object store (ray start --object-store-memory) ({tail})")
     if isinstance(exc, (ex.NodeDiedError, ex.LocalRayletDiedError)):
         return ConfigError(f"a node of the Ray cluster was lost running {k} and it could not be "
                            f"rerun elsewhere ({tail})")
@@ -320,6 +342,11 @@ def _as_error(ray: Any, exc: BaseException, k: str, log: Path) -> BaseException:
     if isinstance(exc, ex.RayError):
         return ConfigError(f"Ray failed running {k}: {_first_line(exc)} ({tail})")
     return exc
+
+
+_APART = ("ray.util.client.logsclient",)
+"""Ray's loggers that pass no line up to the ``ray`` logger (``propagate = False``) but may not exist yet when a run
+starts (Ray Client's, made when it connects)."""
 
 
 class _LogLines:
@@ -337,25 +364,31 @@ class _LogLines:
 
 @contextlib.contextmanager
 def _quiet(ray: Any, log: Path) -> Iterator[None]:
-    """Ray's log lines into ``log`` for the block: its ``ray`` logger's handlers and the error messages its
-    driver relays from the cluster (both on the console otherwise)."""
+    """Ray's log lines into ``log`` for the block: its ``ray`` logger's handlers (and those of its loggers that do
+    not pass their lines up to it: Ray Client's, which relays the log lines of the client's server) and the error
+    messages its driver relays from the cluster (all on the console otherwise)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     logger = logging.getLogger("ray")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
+    apart = {logging.getLogger(n) for n in _APART} | {
+        lg for n, lg in list(logging.Logger.manager.loggerDict.items())
+        if n.startswith("ray.") and isinstance(lg, logging.Logger) and not lg.propagate}
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate and lg is logger) for lg in (logger, *apart)]
     worker_mod = sys.modules.get("ray._private.worker")
     printer = getattr(worker_mod, "print_to_stdstream", None)
     with log.open("a", encoding="utf-8") as fh:
         handler = logging.StreamHandler(fh)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.handlers = [handler]
         logger.setLevel(logging.INFO)
-        logger.propagate = False
+        for lg in (logger, *apart):   # (Ray's own apart loggers stay apart after: propagate restored False)
+            lg.handlers = [handler]
+            lg.propagate = False
         if worker_mod is not None and printer is not None:
             setattr(worker_mod, "print_to_stdstream", _LogLines(fh))  # noqa: B010 (a module's function, swapped)
         try:
             yield
         finally:
-            logger.handlers, logger.propagate = saved[0], saved[2]
-            logger.setLevel(saved[1])
+            for lg, handlers, level, propagate in saved:
+                lg.handlers, lg.propagate = handlers, propagate
+                lg.setLevel(level)
             if worker_mod is not None and printer is not None:
                 setattr(worker_mod, "print_to_stdstream", printer)  # noqa: B010

@@ -162,7 +162,8 @@ def load_job(digest: str, ref: Any) -> Any:
     try:
         check, job = _cloudpickle().loads(ray.get(ref))
     except Exception as exc:
-        raise ShipError(f"the job cannot be loaded {where}: {type(exc).__name__}: {exc} (a module the agent "
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""   # (Ray's errors run to many lines)
+        raise ShipError(f"the job cannot be loaded {where}: {type(exc).__name__}: {first} (a module the agent "
                         "imports from outside its own folder must be installed there, or shipped with "
                         "--ray-runtime-env)") from None
     mine = engine_fingerprint()
