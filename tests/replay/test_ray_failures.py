@@ -26,6 +26,8 @@ whose cluster has one.)
   lost with the node); 40-90 s, a node taking 6-8 s to start on two shared cores.  Then the cluster's last
   nodes with CPUs are killed under shard 7: the driver stops within its 2 s look at the cluster (Ray itself
   would wait for a node forever).
+* **A local instance** (no cluster, no address) listens on 127.0.0.1 only; the test runs here because it needs
+  a local instance of its own (its own RAY_TMPDIR, as the failures above).
 * **``ray://``.**  A port nothing listens on is refused at once (exit 2 within seconds, no 15 s wait); a port
   where something listens that is not a Ray Client server makes Ray Client wait its own connection timeout
   (5 + 10 + 15 s by default; ``RAY_CLIENT_*_CONNECTION_TIMEOUT_S`` shorten it to 3 s here) and warn, the
@@ -43,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _ray_cluster import Cluster, make_root, sweep
+from _ray_cluster import Cluster, listening, make_root, marked, sweep
 from click.testing import CliRunner
 from test_ray_cluster import _args, _cli, _done, _run, _same, inputs, serial
 
@@ -238,6 +240,40 @@ def test_the_last_nodes_with_cpus_lost_is_one_line_exit_2_and_resumes(lossy: Clu
     assert code == 0, err
     assert err.strip() == "resuming: 7 of 24 shards done, 17 to replay", err
     _same(out, local)
+
+
+@pytest.mark.slow
+def test_a_local_instance_listens_on_loopback_only(work: Path, local: Path, root: Path) -> None:
+    """No cluster and no address: the instance ReplayLens starts listens on 127.0.0.1 only, its node address
+    127.0.0.1 (Ray's own default: every interface, the machine's address as the node's).  Shard 2 holds while the
+    test looks at the node's address (from the worker), the GCS address, and the listening sockets of every
+    process of the instance (its RAY_TMPDIR in their environment: driver, GCS, raylet, agents, workers)."""
+    ctl = root / "control"
+    (ctl / "hold-s02").write_text("")
+    out = work / "loopback"
+    p = subprocess.Popen([sys.executable, "-m", "replaylens", *_args(work, out), "--backend", "ray", "--workers",
+                          "1"], cwd=work, env=_local_env(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        end = time.monotonic() + 120
+        while not _where(ctl):
+            assert p.poll() is None and time.monotonic() < end, p.communicate()[1]
+            time.sleep(0.05)
+        node_ip, gcs = _where(ctl)[0][0].read_text().split()
+        addrs = listening(marked(root))
+    finally:
+        (ctl / "release").write_text("")
+    try:
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    _same(out, local)
+    assert node_ip == "127.0.0.1" and gcs.startswith("127.0.0.1:"), (node_ip, gcs)
+    assert gcs.rsplit(":", 1)[1] in {a.rsplit(":", 1)[1] for a in addrs}, (gcs, addrs)   # the GCS looked at too
+    assert all(a.startswith(("127.", "::ffff:127.", "::1:")) for a in addrs), addrs
+    assert "the local Ray instance listens on 127.0.0.1 only" in next(out.rglob("ray.log")).read_text()
 
 
 def test_a_ray_client_address_nothing_listens_on_is_one_line_exit_2_at_once(work: Path, tmp_path: Path,

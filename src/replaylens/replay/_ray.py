@@ -3,9 +3,10 @@
 * **Where**: ``address`` (``--ray-address``), else ``RAY_ADDRESS``, else the cluster a ``ray start`` on this
   machine left running (Ray's own ``ray.init()`` rule); joined as it is (no resources asked of it).  Only when
   none is found (or the one recorded no longer answers) is a local instance started, with ``workers`` CPUs (all
-  of the machine's without it), and shut down after.  An address given but not answering within
-  :data:`CONNECT_TIMEOUT_S` is a one-line :class:`~replaylens.errors.ConfigError` (a ``ray://`` address, Ray
-  Client, too: its port is tried first, and a Ray Client that cannot connect is one line, its warning logged).
+  of the machine's without it), listening on 127.0.0.1 only (:func:`_loopback`), and shut down after.  An
+  address given but not answering within :data:`CONNECT_TIMEOUT_S` is a one-line
+  :class:`~replaylens.errors.ConfigError` (a ``ray://`` address, Ray Client, too: its port is tried first, and a
+  Ray Client that cannot connect is one line, its warning logged).
 * **What**: the job is pickled once with the user's own modules by value (:mod:`._shipping`), put into the
   object store once, and loaded once per worker process, which first checks that it runs the code the driver
   fingerprinted.  ``runtime_env`` (``--ray-runtime-env``) is passed to Ray as given (pip requirements, a
@@ -51,6 +52,8 @@ CONNECT_TIMEOUT_S = 15.0
 """Seconds a cluster address given (``--ray-address``, ``RAY_ADDRESS``) may take to answer before the run stops."""
 MAX_RETRIES = 3
 """Times Ray reruns a shard whose worker or node died (Ray's own default for tasks), elsewhere when it can."""
+LOOPBACK = "127.0.0.1"
+"""The only address a local instance started for a run listens on."""
 STATUS_EVERY_S = 2.0
 """Seconds between two looks at the cluster (its nodes, CPUs and memory) while shards run."""
 
@@ -134,7 +137,11 @@ class Ray:
                 warnings.simplefilter("always")
                 try:
                     if asked is None or asked == "local":
-                        ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **kw)
+                        with _loopback():
+                            ray.init(address="local", num_cpus=self.workers, include_dashboard=False,
+                                     _node_ip_address=LOOPBACK, **kw)
+                        logging.getLogger("ray").info("the local Ray instance listens on %s only (its GCS: %s)",
+                                                      LOOPBACK, _gcs_address(ray))
                     else:
                         ray.init(address=asked, **kw)
                         self.joined = asked
@@ -259,6 +266,32 @@ class _Cluster:
     def describe(self, in_flight: int, done: int, total: int) -> str:
         return (f"ray: {self.nodes} node{'s' * (self.nodes != 1)}, {self.cpus:g} CPUs, {min(in_flight, self.running())}"
                 f" shards running, {done}/{total} shards done")
+
+
+@contextlib.contextmanager
+def _loopback() -> Iterator[None]:
+    """While a local instance starts: Ray keeps a loopback ``_node_ip_address`` as its node's address.  Ray replaces
+    one by the machine's own address (``services.resolve_ip_for_localhost``), so that the node can be joined, unless
+    it runs no clusters (``ray_constants.ENABLE_RAY_CLUSTER`` false, its own setting on macOS and Windows).  The node
+    address is the one its servers (GCS, raylet, object manager, workers, agents) bind: 127.0.0.1 makes them listen
+    there only, where the machine's address makes them listen on every interface."""
+    constants: Any = sys.modules.get("ray._private.ray_constants")
+    if constants is None or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        yield
+        return
+    saved = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _gcs_address(ray: Any) -> str:
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:
+        return "?"
 
 
 def _answers(address: str, timeout: float) -> str | None:
