@@ -312,3 +312,6 @@ def test_a_ray_client_address_without_a_ray_client_server_is_one_line_exit_2(wor
                    "ray client connection timeout (is a Ray Client server listening there?")
     assert time.monotonic() - t0 < 60
     _no_result(out)
+    # the log the line names is there to read (a failed run keeps its directory while it holds Ray's log)
+    log = Path(err.strip().rsplit("Ray's log: ", 1)[1].rstrip(")"))
+    assert log.is_file() and "ray client connection timeout" in log.read_text().lower()

@@ -117,12 +117,13 @@ class OutRuns:
                           f"{'most recent complete run' if n == 1 else f'{n} most recent complete runs'})")
 
     def failed(self) -> None:
-        """After a failure: remove the run directory this invocation made when it holds no finished shard, then
+        """After a failure: remove the run directory this invocation made when it holds no finished shard and no
+        log a failure line names (Ray's ``ray.log``: the same command resumes into the directory), then
         ``OUT/runs`` and OUT themselves when this invocation made them and they are empty (only when it held OUT's
         lock: another run's directory is never touched)."""
         if not self.held:
             return
-        if self.run is not None and self.made_run and not _has_work(self.run):
+        if self.run is not None and self.made_run and not _has_work(self.run) and not _has_log(self.run):
             remove_ours(self.run)
         if self.fresh_out:
             for d in (self.out / RUNS, self.out):
@@ -140,6 +141,14 @@ def _has_work(run: Path) -> bool:
     except OSError:
         return True
     return (run / ".results").is_symlink()
+
+
+def _has_log(run: Path) -> bool:
+    """Whether ``run`` holds a non-empty ``ray.log`` (the one-line error of a Ray failure points at it)."""
+    try:
+        return (run / "ray.log").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _journal_change(prev: Path, key: Mapping[str, Any]) -> str:
