@@ -153,6 +153,42 @@ def test_side_checks_follow_the_declared_interval() -> None:
     assert apply_policy(rows, _CI) == rows
 
 
+_SHARE = Kinds(columns=(("tab:f", "Pair action", Kind.PROPORTION), ("tab:c", "* estimate", Kind.ESTIMATE)),
+               intervals=(Interval("tab:f", "Pair action", "Pair action lower", "Pair action upper"),
+                          Interval("tab:c", "{} estimate", "{} lower", "{} upper"),
+                          Interval("text", "", "lower", "upper")))
+
+
+def test_a_limit_of_a_share_takes_the_proportion_bound() -> None:
+    """Issue 50 follow-up (docs/decisions.md): a limit of a declared share is a proportion, not an interval limit."""
+    # learned-control ordinary fit 1: the paper's interval [0.637, 0.704], ours [0.470, 0.556]; the upper limit
+    # matched under the interval-limit bound (0.176, a quarter of 0.704), not under the proportion bound (0.074)
+    rows = [compare("tab:f", "Ordinary fit 1", "Pair action", 0.670, 0.513, 0.20),
+            compare("tab:f", "Ordinary fit 1", "Pair action lower", 0.637, 0.470, 0.20),
+            compare("tab:f", "Ordinary fit 1", "Pair action upper", 0.704, 0.556, 0.20)]
+    out = apply_policy(rows, _SHARE)
+    assert [(r.kind, r.status) for r in out[:3]] == [(Kind.PROPORTION, "differs")] * 3
+    assert [(r.column, r.status) for r in out[3:]] == [("Pair action excludes 0", "agrees")]  # side check kept
+    assert out[2].tolerance == pytest.approx(kind_bound(Kind.PROPORTION, 0.704)) and "proportion bound" in out[2].note
+    assert _one(0.704, 0.556, 0.20, Kind.LIMIT) == "match"  # what the interval-limit bound admitted
+    # near 1 the complement decides: 0.958 against 0.979 is half the paper's complement
+    near_one = [compare("tab:f", "r", "Pair action", 0.9, 0.9, 0.2), compare("tab:f", "r", "Pair action upper",
+                                                                             0.958, 0.979, 0.2)]
+    assert apply_policy(near_one, _SHARE)[1].status == "differs"
+    # limits of a signed estimate keep the interval-limit bound; so do limits printed without an estimate
+    kinds = [_SHARE.declared(compare(t, "r", c, 0.5, 0.5, 0.1)) for t, c in
+             (("tab:c", "U lower"), ("tab:c", "U upper"), ("text", "lower"), ("tab:f", "Pair action lower"))]
+    assert kinds == [Kind.LIMIT, Kind.LIMIT, Kind.LIMIT, Kind.PROPORTION]
+    # an explicit declaration of a limit wins over the estimate's kind
+    explicit = Kinds(columns=(("tab:f", "Pair action lower", Kind.LIMIT), *_SHARE.columns), intervals=_SHARE.intervals)
+    assert explicit.declared(compare("tab:f", "r", "Pair action lower", 0.5, 0.5, 0.1)) is Kind.LIMIT
+
+
+@given(p=st.floats(min_value=0, max_value=1))
+def test_the_proportion_bound_is_never_wider_than_the_limit_bound_on_a_share(p: float) -> None:
+    assert kind_bound(Kind.PROPORTION, p) <= kind_bound(Kind.LIMIT, p) + 1e-15
+
+
 def test_an_interval_with_limits_only_gets_its_side_check() -> None:
     kinds = Kinds(intervals=(Interval("text", "", "lower", "upper"),))
     out = apply_policy([compare("text", "r", "lower", 0.015, 0.02, 0.01), compare("text", "r", "upper", 0.035, 0.05,

@@ -9,7 +9,7 @@ its estimate and limits share.  Rules and reasons: docs/decisions.md, issue 50.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 
@@ -82,7 +82,8 @@ class Kinds:
 
     ``columns``: ``(table, column, kind)`` or ``(table, row, column, kind)`` patterns; a row-specific entry is
     tried before the others, then the first matching entry wins.  ``intervals``: the paper's intervals the
-    reproduction compares (their limits are :attr:`Kind.LIMIT` unless declared otherwise).  ``sign_claims``:
+    reproduction compares (their limits are :attr:`Kind.LIMIT` unless declared otherwise, and :attr:`Kind.PROPORTION`
+    when the interval's estimate is declared a proportion: a limit of a share is a share).  ``sign_claims``:
     ``(table, row, column, where the paper states the sign)`` for estimates whose sign the text claims without an
     interval.  ``derived``: ``(table, row, column, source)`` for expected values the paper did not print.
     ``shown``: ``(table, row, column, reason)`` for rows shown beside the paper's value but not compared (``n/a``),
@@ -110,8 +111,16 @@ class Kinds:
         for iv in self.intervals:
             part = iv.part(row)
             if part is not None and part[0] != "estimate":
-                return Kind.LIMIT
+                return Kind.PROPORTION if self._estimate_kind(iv, part[1], row) is Kind.PROPORTION else Kind.LIMIT
         return None
+
+    def _estimate_kind(self, iv: Interval, base: str, row: Comparison) -> Kind | None:
+        """The declared kind of the estimate of ``iv`` for ``row`` (one of its limits), or None when the paper prints
+        no estimate or the estimate's column has no declaration."""
+        if not iv.estimate:
+            return None
+        column = iv.estimate.replace("{}", base) if "{}" in iv.estimate else iv.estimate
+        return self.declared(replace(row, column=column, kind=""))
 
     def kind_of(self, row: Comparison) -> Kind:
         """The declared kind of a compared row; an undeclared one is an error (issue 50)."""

@@ -69,8 +69,9 @@ POLICY: dict[Kind, ToleranceRule] = {
         "information, so no sign level"),
     Kind.LIMIT: ToleranceRule(
         Kind.LIMIT, lambda p: max(RELATIVE * abs(p), FLOOR), f"at most max({RELATIVE:g}·|paper|, {FLOOR:.3f})",
-        "a 95% interval limit: the estimate bound in the estimate's units; no sign level (the side of zero is the "
-        "`… excludes 0` indicator's claim)"),
+        "a 95% interval limit of a signed or non-negative estimate: the estimate bound in the estimate's units; no "
+        "sign level (the side of zero is the `… excludes 0` indicator's claim); a limit of a share is a proportion "
+        "and takes the proportion bound"),
     Kind.INDICATOR: ToleranceRule(
         Kind.INDICATOR, lambda p: 0.0, "exact: `agrees` / `disagrees`",
         "a sign, the side of zero or of a threshold, a p-value below a threshold or a measured gate's outcome; "
