@@ -112,6 +112,9 @@ PAPER_SUMMARY = {  # condition: (adapt utility, adapt gap, future utility, futur
 }
 
 
+_PRIMARY = ("the paper's primary OCRR − No update contrast on the primary matrix, +0.008 [−0.001, +0.016], p = 0.0795 "
+            "(L2020); the pooled +0.015 [+0.008, +0.021] of L2026 is the disjoint-stream reconstruction (48 other "
+            "streams), not reproduced here")
 _ZERO_WORDS = ("the paper prints no per-stratum value; its text says only that the stratified table keeps 'the "
                "zero-utility primary rows' (L2020)")
 CONDITION_SUMMARY_KINDS = Kinds(
@@ -156,7 +159,8 @@ def condition_summary_repro() -> list[Comparison]:
                           (("Selected static", "Static predictor"), (-0.004, -0.011, 0.003))):
         est, lo, hi, _p = _ci(contrast(a, b, a + b), f"{a}-{b}")
         row = f"{a} − {b}"
-        rows += [compare("partA §4.2 contrasts", row, "estimate", pci[0], est, 0.03, NOTE),
+        note = f"{_PRIMARY}; {NOTE}" if (a, b) == ("OCRR", "No update") else NOTE  # on the estimate's row
+        rows += [compare("partA §4.2 contrasts", row, "estimate", pci[0], est, 0.03, note),
                  compare("partA §4.2 contrasts", row, "lower", pci[1], lo, 0.03, NOTE),
                  compare("partA §4.2 contrasts", row, "upper", pci[2], hi, 0.03, NOTE)]
     # OCRR − No update exactly 0 in source and survival strata (if mixed dominates there)
