@@ -10,7 +10,7 @@ Design (Morris, White & Crowther 2019, ADEMP):
   for ``value``, ``pair``, ``reorder`` and ``key_slot`` and moves ``delta`` of probability under ``mask``
   (true ``T_gr = delta²``: 0, 2, 5 and 10 pp).  Two repeats (T_gr), independent generators, maps ``id``.
 * **Estimands and methods**: the product's verdicts (census for deterministic agents -- exact, not simulated;
-  Student t with S - 1 df on the per-stream values, Holm over the declared family, SAFE by the one-sided bound)
+  Student t with S - 1 df on the per-stream values, Holm over the declared family, SAFE by the shown interval)
   and the shown intervals (Student t at 95 %); beside them main's earlier rule (percentile bootstrap, "lower bound
   > margin" per cell, no correction), on the same data (common random numbers).
 * **Performance measures** with Monte Carlo standard errors / exact Clopper-Pearson intervals: family-wise

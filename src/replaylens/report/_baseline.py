@@ -70,7 +70,8 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
     A deterministic agent's paired difference is exact (a census of the same decisions): its point estimate
     decides.  A stochastic agent's (T_gr rows) is judged as the audit's verdicts are: one-sample Student t on
     the per-stream differences, REGRESSED after Holm's step-down over every judged (row, threshold) at
-    ``1 - level``, NO REGRESSION when the one-sided upper bound is within the threshold (docs/guide/verdicts.md)."""
+    ``1 - level``, NO REGRESSION when the upper end of the two-sided ``level`` interval is within the threshold
+    (docs/guide/verdicts.md)."""
     from ..inference import MeanInference, holm_adjusted
 
     alpha = 1.0 - float(comparison.get("level", 0.95))
@@ -95,7 +96,7 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
             inf = MeanInference(sign * float(d), s, s * math.sqrt(n), n)
             judged.append({"cell": cell, "threshold": t, "key": key, "value": float(d), "noisy": noisy,
                            "p": inf.p_exceeds(t.limit) if noisy else math.nan,
-                           "upper": inf.upper(alpha) if noisy else math.nan})
+                           "upper": inf.upper(alpha / 2) if noisy else math.nan})   # the interval's upper end
     adjusted = holm_adjusted([j["p"] for j in judged])
     out = []
     for j, p_adj in zip(judged, adjusted, strict=True):

@@ -12,7 +12,9 @@ SAFE -- the response is shown to lie within the expectation's margin; UNSAFE -- 
 INCONCLUSIVE -- neither, with the smallest response the audit could detect and the streams that would decide.
 A deterministic agent's replay is a census (integer counts decide, exactly); a stochastic agent's
 repeat-corrected T_gr is judged by the one-sample Student t on its per-stream values (``S - 1`` degrees of
-freedom), UNSAFE after Holm's step-down over the row family, SAFE by the one-sided upper bound.
+freedom), UNSAFE after Holm's step-down over the row family, SAFE when the shown two-sided interval's upper end
+lies below the margin (a one-sided ``1 - alpha/2`` bound: measured, the one-sided ``1 - alpha`` bound said SAFE
+too often at the margin on skewed per-stream values; docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ class Judgement:
     margin: float = 0.0
     method: str = "census"    # "census" (integer counts) or "t" (one-sample Student t on the per-stream values)
     p_value: float = math.nan          # Holm-adjusted one-sided p of "exceeds the margin" (t rows)
-    bounds: tuple[float, float] = (math.nan, math.nan)   # one-sided (1 - alpha) lower and upper bounds (t rows)
+    # t rows: the one-sided (1 - alpha) lower bound (UNSAFE's) and the upper end of the two-sided (1 - alpha)
+    # interval, a one-sided (1 - alpha/2) bound (SAFE's)
+    bounds: tuple[float, float] = (math.nan, math.nan)
     detectable: float = math.nan       # smallest response detectable with 80 % power (t rows)
     streams_needed: int | None = None  # streams that would decide at this estimate and spread (INCONCLUSIVE)
     n_streams: int = 0
@@ -142,7 +146,7 @@ class Judgement:
         if self.status in (UNSAFE, EXPECTED) and self.p_value <= self.alpha:
             return f"{lvl} lower bound {_pc(lo, True)} > margin {m} (Holm-adjusted p = {_p(self.p_value)})"
         if self.status in (SAFE, UNSAFE):
-            return f"{lvl} upper bound {_pc(hi, True)} < margin {m}"
+            return f"upper end of the {lvl} interval {_pc(hi, True)} < margin {m}"
         if self.status == INCONCLUSIVE:
             need = (f"about {self.streams_needed} streams would decide at this estimate and spread"
                     if self.streams_needed else "no number of streams would decide at this estimate")
@@ -150,8 +154,8 @@ class Judgement:
                    f"({100 * DETECT_POWER:g}% power) at {self.n_streams} streams"
                    if math.isfinite(self.detectable) else "detects nothing at one stream")
             head = f"{self.note}; " if self.note else ""
-            return (f"{head}neither within nor beyond the margin {m} ({lvl} bounds {_pc(lo, True)}, "
-                    f"{_pc(hi, True)}): this audit {det}; {need}")
+            return (f"{head}neither within nor beyond the margin {m} ({lvl} lower bound {_pc(lo, True)}, "
+                    f"upper end of the {lvl} interval {_pc(hi, True)}): this audit {det}; {need}")
         return ""
 
     def line(self) -> str:
@@ -299,7 +303,7 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     """A stochastic agent's row (T_gr): Student t on the per-stream values (``inf``); ``p_adj`` the Holm-adjusted p."""
     margin = e.margin(True)
     a = ctx.alpha
-    lo, hi = inf.lower(a), inf.upper(a)
+    lo, hi = inf.lower(a), inf.upper(a / 2)   # UNSAFE's one-sided bound; SAFE's: the shown interval's upper end
     scale = max(1.0, abs(margin))
     exceeds = math.isfinite(p_adj) and p_adj <= a and _above(lo, margin, scale)
     within = math.isfinite(hi) and _above(margin, hi, scale)
@@ -309,7 +313,9 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
         status = EXPECTED if exceeds else UNSAFE if within else INCONCLUSIVE
     else:
         status = NOT_JUDGED
-    need = inf.streams_to_decide(margin, a) if status == INCONCLUSIVE else None
+    # the streams that would decide: SAFE's bound (alpha/2) below the margin, UNSAFE's (alpha) above it
+    need = inf.streams_to_decide(margin, a / 2 if inf.estimate < margin else a) if status == INCONCLUSIVE \
+        else None
     passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
     ci = inf.interval(ctx.level)
     return Judgement(e, str(row["migration"]), status, passed, str(row["action_readout"]), inf.estimate, ci,
