@@ -208,6 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, v in doc["power"].items():
         print(f"  {key:<10} {_fmt_rate(v['unsafe_margin0']):<28} {_fmt_rate(v['unsafe_default']):<28} "
               f"{_fmt_rate(v['old_rule']):<28} {_fmt_rate(v['coverage_t']):<28}")
+    print("\n  SAFE at the default margin (5 %) under the known response (at 5 pp, the boundary, SAFE is an error;"
+          " target <= 5 %):")
+    for key, v in doc["power"].items():
+        print(f"  {key:<10} {_fmt_rate(v['safe_default'])}")
     print("\n  SAFE at the default margin (5 %) when the agent is invariant (share of replicates, all cells SAFE):")
     for key, v in doc["false_alarms"].items():
         print(f"  {key:<20} {_fmt_rate(v['safe_default'])}")
