@@ -99,20 +99,16 @@ def replicate(task: tuple[int, int, int, bool]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ summaries
 
-def _cp(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact Clopper-Pearson interval of a binomial proportion."""
-    from scipy.stats import beta
-
-    a = (1 - level) / 2
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return lo, hi
-
-
 def _rate(hits: Iterable[bool]) -> tuple[float, int, int, tuple[float, float]]:
+    """Share of hits with its exact (Clopper-Pearson) 95 % interval."""
+    from scipy.stats import binomtest
+
     h = list(hits)
     k, n = sum(h), len(h)
-    return (k / n if n else math.nan), k, n, _cp(k, n) if n else (math.nan, math.nan)
+    if not n:
+        return math.nan, 0, 0, (math.nan, math.nan)
+    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    return k / n, k, n, (float(ci.low), float(ci.high))
 
 
 def _fmt_rate(r: tuple[float, int, int, tuple[float, float]]) -> str:
