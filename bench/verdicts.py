@@ -239,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeat = (f"; store verdicts identical in {min(st['n_modal'] for st in ran)}/10 runs or better on {len(ran)} "
               "backends" if ran else "")
     print(f"\nheadline: family-wise false alarms at most {100 * worst[0]:.1f}% ({worst[1]}, margin 0; target <= 5%); "
-          f"interval coverage from 8 streams {100 * min(at8):.1f}-{100 * max(at8):.1f}% (target 93-97%){repeat}")
+          + (f"interval coverage from 8 streams {100 * min(at8):.1f}-{100 * max(at8):.1f}% (target 93-97%)" if at8
+             else "interval coverage: no stream count of 8 or more run") + repeat)
     return 0
 
 
