@@ -72,8 +72,9 @@ def test_an_edited_then_switched_agent_is_a_new_run_and_every_run_is_kept(inputs
     notes = [ln for ln in edited.stderr.splitlines() if "new run" in ln]
     assert len(notes) == 1 and "agent code changed (myagent.py)" in notes[0] and str(run1.name) in notes[0]
     assert "error" not in edited.stderr and "resuming" not in edited.stderr
-    run1b, run2 = _runs(out)
-    assert run1b == run1 and (run1 / "summary.json").read_bytes() == kept   # nothing overwritten
+    runs = _runs(out)   # (two runs started in the same second sort by their digests: find the new one by name)
+    assert len(runs) == 2 and run1 in runs and (run1 / "summary.json").read_bytes() == kept   # nothing overwritten
+    (run2,) = (r for r in runs if r != run1)
     assert os.readlink(out / ".results") == f"runs/{run2.name}/.results"    # OUT shows the latest run
     assert (out / "summary.json").read_bytes() == (run2 / "summary.json").read_bytes()
 
