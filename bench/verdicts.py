@@ -35,7 +35,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -43,7 +43,7 @@ from replaylens.bandit import make_bandit
 from replaylens.inference import mean_inference
 from replaylens.report import Expectation, JudgeContext, audit, judge_rows
 from replaylens.rng import derive_seed
-from replaylens.testing._calibration import epsilon_greedy, visibility_shift
+from replaylens.testing._calibration import epsilon_greedy, fmt_rate, rate, visibility_shift
 
 LEVEL = 0.95
 NULL_CELLS = {"epsilon-greedy": ("pair", "reorder"), "blind": ("value", "pair", "reorder", "key_slot", "mask")}
@@ -99,23 +99,6 @@ def replicate(task: tuple[int, int, int, bool]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ summaries
 
-def _rate(hits: Iterable[bool]) -> tuple[float, int, int, tuple[float, float]]:
-    """Share of hits with its exact (Clopper-Pearson) 95 % interval."""
-    from scipy.stats import binomtest
-
-    h = list(hits)
-    k, n = sum(h), len(h)
-    if not n:
-        return math.nan, 0, 0, (math.nan, math.nan)
-    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
-    return k / n, k, n, (float(ci.low), float(ci.high))
-
-
-def _fmt_rate(r: tuple[float, int, int, tuple[float, float]]) -> str:
-    p, k, n, (lo, hi) = r
-    return f"{100 * p:5.1f}% [{100 * lo:4.1f}, {100 * hi:4.1f}] ({k}/{n})"
-
-
 def _covers(ci: Sequence[float | None], truth: float) -> bool:
     lo, hi = (math.nan if v is None else float(v) for v in ci)
     return lo <= truth <= hi
@@ -128,15 +111,15 @@ def summarize(results: list[dict[str, Any]], streams: Sequence[int]) -> dict[str
         for name in NULL_CELLS:
             nulls = [r["null"][name] for r in rs]
             doc["false_alarms"][f"{name}@{s}"] = {
-                "margin0": _rate("UNSAFE" in v["v0"] for v in nulls),
-                "default": _rate("UNSAFE" in v["vdef"] for v in nulls),
-                "old_rule": _rate(v["old"] for v in nulls),
-                "safe_default": _rate(all(x == "SAFE" for x in v["vdef"]) for v in nulls),
+                "margin0": rate("UNSAFE" in v["v0"] for v in nulls),
+                "default": rate("UNSAFE" in v["vdef"] for v in nulls),
+                "old_rule": rate(v["old"] for v in nulls),
+                "safe_default": rate(all(x == "SAFE" for x in v["vdef"]) for v in nulls),
                 "m": len(NULL_CELLS[name])}
             for k in COLUMNS:
                 cells = [v["rows"][c][k] for v in nulls for c in NULL_CELLS[name]]
-                doc["coverage"][f"{name}@{s}:{k}"] = {"t": _rate(_covers(x["t"], 0.0) for x in cells),
-                                                      "boot": _rate(_covers(x["boot"], 0.0) for x in cells)}
+                doc["coverage"][f"{name}@{s}:{k}"] = {"t": rate(_covers(x["t"], 0.0) for x in cells),
+                                                      "boot": rate(_covers(x["boot"], 0.0) for x in cells)}
             # one value per replicate (its cells share the aligned replay, so they are not independent)
             ests = [sum(v["rows"][c]["action"]["est"] for c in NULL_CELLS[name]) / len(NULL_CELLS[name])
                     for v in nulls]
@@ -147,12 +130,12 @@ def summarize(results: list[dict[str, Any]], streams: Sequence[int]) -> dict[str
             if not pw:
                 continue
             doc["power"][f"{target}@{s}"] = {
-                "unsafe_margin0": _rate(p["v0"] == "UNSAFE" for p in pw),
-                "unsafe_default": _rate(p["vdef"] == "UNSAFE" for p in pw),
-                "safe_default": _rate(p["vdef"] == "SAFE" for p in pw),
-                "old_rule": _rate(p["old"] for p in pw),
-                "coverage_t": _rate(_covers(p["row"]["action"]["t"], target) for p in pw),
-                "coverage_boot": _rate(_covers(p["row"]["action"]["boot"], target) for p in pw)}
+                "unsafe_margin0": rate(p["v0"] == "UNSAFE" for p in pw),
+                "unsafe_default": rate(p["vdef"] == "UNSAFE" for p in pw),
+                "safe_default": rate(p["vdef"] == "SAFE" for p in pw),
+                "old_rule": rate(p["old"] for p in pw),
+                "coverage_t": rate(_covers(p["row"]["action"]["t"], target) for p in pw),
+                "coverage_boot": rate(_covers(p["row"]["action"]["boot"], target) for p in pw)}
     return doc
 
 
@@ -190,11 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("Family-wise false alarms (any declared invariant cell UNSAFE; target <= 5 %), rate [95 % CP] (k/n):")
     print(f"  {'agent@S':<20} {'m':>2}  {'margin 0':<28} {'default margin 5%':<28} {'main before (bootstrap)':<28}")
     for key, v in doc["false_alarms"].items():
-        print(f"  {key:<20} {v['m']:>2}  {_fmt_rate(v['margin0']):<28} {_fmt_rate(v['default']):<28} "
-              f"{_fmt_rate(v['old_rule']):<28}")
+        print(f"  {key:<20} {v['m']:>2}  {fmt_rate(v['margin0']):<28} {fmt_rate(v['default']):<28} "
+              f"{fmt_rate(v['old_rule']):<28}")
     print("\nCoverage of the 95 % intervals at the null (target 93-97 % from 8 streams):")
     for key, v in doc["coverage"].items():
-        print(f"  {key:<34} t {_fmt_rate(v['t']):<28} bootstrap {_fmt_rate(v['boot'])}")
+        print(f"  {key:<34} t {fmt_rate(v['t']):<28} bootstrap {fmt_rate(v['boot'])}")
     print("\nT_gr under the null (should be 0): mean over replicates (each the mean of its cells) ± SE:")
     for key, v in doc["bias"].items():
         print(f"  {key:<20} {100 * v['mean']:+.3f} pp ± {100 * v['se']:.3f} (n = {v['n']})")
@@ -202,15 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {'T_gr@S':<10} {'UNSAFE @ margin 0':<28} {'UNSAFE @ margin 5%':<28} {'main before':<28} "
           f"{'t covers':<28}")
     for key, v in doc["power"].items():
-        print(f"  {key:<10} {_fmt_rate(v['unsafe_margin0']):<28} {_fmt_rate(v['unsafe_default']):<28} "
-              f"{_fmt_rate(v['old_rule']):<28} {_fmt_rate(v['coverage_t']):<28}")
+        print(f"  {key:<10} {fmt_rate(v['unsafe_margin0']):<28} {fmt_rate(v['unsafe_default']):<28} "
+              f"{fmt_rate(v['old_rule']):<28} {fmt_rate(v['coverage_t']):<28}")
     print("\n  SAFE at the default margin (5 %) under the known response (at 5 pp, the boundary, SAFE is an error;"
           " target <= 5 %):")
     for key, v in doc["power"].items():
-        print(f"  {key:<10} {_fmt_rate(v['safe_default'])}")
+        print(f"  {key:<10} {fmt_rate(v['safe_default'])}")
     print("\n  SAFE at the default margin (5 %) when the agent is invariant (share of replicates, all cells SAFE):")
     for key, v in doc["false_alarms"].items():
-        print(f"  {key:<20} {_fmt_rate(v['safe_default'])}")
+        print(f"  {key:<20} {fmt_rate(v['safe_default'])}")
     same = repeatability(args.seed)
     doc["repeatable"] = same
     print(f"\nRepeatability: the same audit twice gives the same verdict bytes: {'yes' if same else 'NO'}")

@@ -86,7 +86,7 @@ from replaylens.memory.operations import (
 )
 from replaylens.records import Record
 from replaylens.rng import derive_seed
-from replaylens.testing._calibration import visibility_shift
+from replaylens.testing._calibration import fmt_rate, rate, visibility_shift
 
 LEVEL = 0.95
 EPSILON = 0.2
@@ -309,23 +309,6 @@ def replicate(task: tuple[int, int, int, bool]) -> dict[str, Any]:
 # ------------------------------------------------------------------ summaries
 
 
-def _rate(hits: Iterable[bool]) -> tuple[float, int, int, tuple[float, float]]:
-    """Share of hits with its exact (Clopper-Pearson) 95 % interval."""
-    from scipy.stats import binomtest
-
-    h = list(hits)
-    k, n = sum(h), len(h)
-    if not n:
-        return math.nan, 0, 0, (math.nan, math.nan)
-    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
-    return k / n, k, n, (float(ci.low), float(ci.high))
-
-
-def _fmt_rate(r: Sequence[Any]) -> str:
-    p, k, n, (lo, hi) = r
-    return f"{100 * p:5.1f}% [{100 * lo:4.1f}, {100 * hi:4.1f}] ({k}/{n})"
-
-
 def _size(name: str) -> int:
     return sum(len(v) for v in NULL_FAMILIES.values()) if name == BOTH else len(NULL_FAMILIES[name])
 
@@ -338,19 +321,19 @@ def summarize(results: list[dict[str, Any]], streams: Sequence[int]) -> dict[str
             fams = [r["null"][name] for r in rs]
             cell: dict[str, Any] = {"m": _size(name)}
             for key in MARGINS:
-                cell[f"holm_{key}"] = _rate("UNSAFE" in f[key]["holm"] for f in fams)
-                cell[f"alone_{key}"] = _rate("UNSAFE" in f[key]["alone"] for f in fams)
-            cell["safe_default"] = _rate(all(x == "SAFE" for x in f["default"]["holm"]) for f in fams)
+                cell[f"holm_{key}"] = rate("UNSAFE" in f[key]["holm"] for f in fams)
+                cell[f"alone_{key}"] = rate("UNSAFE" in f[key]["alone"] for f in fams)
+            cell["safe_default"] = rate(all(x == "SAFE" for x in f["default"]["holm"]) for f in fams)
             doc["false_alarms"][f"{name}@{s}"] = cell
         for name, ops in NULL_FAMILIES.items():
             fams = [r["null"][name] for r in rs]
             for j, op in enumerate(ops):
                 doc["per_operation"][f"{name}:{op}@{s}"] = {
-                    "alone_margin0": _rate(f["margin0"]["alone"][j] == "UNSAFE" for f in fams),
-                    "all_zero": _rate(f["rows"][j]["zero"] for f in fams)}
+                    "alone_margin0": rate(f["margin0"]["alone"][j] == "UNSAFE" for f in fams),
+                    "all_zero": rate(f["rows"][j]["zero"] for f in fams)}
             cells = [row for f in fams for row in f["rows"]]
-            doc["coverage"][f"{name}@{s}"] = {"upper": _rate(row["hi"] >= 0.0 for row in cells),
-                                              "lower": _rate(row["lo"] <= 0.0 for row in cells)}
+            doc["coverage"][f"{name}@{s}"] = {"upper": rate(row["hi"] >= 0.0 for row in cells),
+                                              "lower": rate(row["lo"] <= 0.0 for row in cells)}
             # one value per replicate (its rows share the original replay, so they are not independent)
             inf = mean_inference([sum(row["est"] for row in f["rows"]) / len(ops) for f in fams])
             doc["mean"][f"{name}@{s}"] = {"mean": inf.estimate, "se": inf.se, "n": inf.n}
@@ -359,13 +342,13 @@ def summarize(results: list[dict[str, Any]], streams: Sequence[int]) -> dict[str
             if not pw:
                 continue
             doc["power"][f"{target}@{s}"] = {
-                **{f"{how}_{key}": _rate(p[key][how] == "UNSAFE" for p in pw)
+                **{f"{how}_{key}": rate(p[key][how] == "UNSAFE" for p in pw)
                    for key in MARGINS for how in ("alone", "holm")},
-                **{f"safe_{how}": _rate(p["default"][how] == "SAFE" for p in pw) for how in ("alone", "holm")},
-                "upper_covers": _rate(p["row"]["hi"] >= target for p in pw),
-                "lower_covers": _rate(p["row"]["lo"] <= target for p in pw),
-                "null_rows_unsafe": _rate(p[key]["null_unsafe"] for p in pw for key in MARGINS),
-                "null_rows_zero": _rate(p["nulls_zero"] for p in pw)}
+                **{f"safe_{how}": rate(p["default"][how] == "SAFE" for p in pw) for how in ("alone", "holm")},
+                "upper_covers": rate(p["row"]["hi"] >= target for p in pw),
+                "lower_covers": rate(p["row"]["lo"] <= target for p in pw),
+                "null_rows_unsafe": rate(p[key]["null_unsafe"] for p in pw for key in MARGINS),
+                "null_rows_zero": rate(p["nulls_zero"] for p in pw)}
     return doc
 
 
@@ -415,14 +398,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {'family@S':<20} {'m':>2}  {'Holm, margin 0':<28} {'alone, margin 0':<28} {'Holm, margin 5%':<28} "
           f"{'alone, margin 5%':<28}")
     for key, v in doc["false_alarms"].items():
-        print(f"  {key:<20} {v['m']:>2}  {_fmt_rate(v['holm_margin0']):<28} {_fmt_rate(v['alone_margin0']):<28} "
-              f"{_fmt_rate(v['holm_default']):<28} {_fmt_rate(v['alone_default']):<28}")
+        print(f"  {key:<20} {v['m']:>2}  {fmt_rate(v['holm_margin0']):<28} {fmt_rate(v['alone_margin0']):<28} "
+              f"{fmt_rate(v['holm_default']):<28} {fmt_rate(v['alone_default']):<28}")
     print("\nEach row alone at margin 0 (UNSAFE), and rows whose T_gr was 0 on every stream (memory unchanged):")
     for key, v in doc["per_operation"].items():
-        print(f"  {key:<32} {_fmt_rate(v['alone_margin0']):<28} all-zero {_fmt_rate(v['all_zero'])}")
+        print(f"  {key:<32} {fmt_rate(v['alone_margin0']):<28} all-zero {fmt_rate(v['all_zero'])}")
     print("\nCoverage of the one-sided 95 % bounds at the null (truth 0; rows of a replicate pooled):")
     for key, v in doc["coverage"].items():
-        print(f"  {key:<20} upper >= 0 {_fmt_rate(v['upper']):<28} lower <= 0 {_fmt_rate(v['lower'])}")
+        print(f"  {key:<20} upper >= 0 {fmt_rate(v['upper']):<28} lower <= 0 {fmt_rate(v['lower'])}")
     print("\nT_gr under the null (should be 0): mean over replicates (each the mean of its rows) ± SE:")
     for key, v in doc["mean"].items():
         print(f"  {key:<20} {100 * v['mean']:+.3f} pp ± {100 * v['se']:.3f} (n = {v['n']})")
@@ -431,20 +414,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {'T_gr@S':<10} {'alone, margin 0':<28} {'Holm(5), margin 0':<28} {'alone, margin 5%':<28} "
           f"{'Holm(5), margin 5%':<28} {'upper bound covers':<28}")
     for key, v in doc["power"].items():
-        print(f"  {key:<10} {_fmt_rate(v['alone_margin0']):<28} {_fmt_rate(v['holm_margin0']):<28} "
-              f"{_fmt_rate(v['alone_default']):<28} {_fmt_rate(v['holm_default']):<28} "
-              f"{_fmt_rate(v['upper_covers']):<28}")
+        print(f"  {key:<10} {fmt_rate(v['alone_margin0']):<28} {fmt_rate(v['holm_margin0']):<28} "
+              f"{fmt_rate(v['alone_default']):<28} {fmt_rate(v['holm_default']):<28} "
+              f"{fmt_rate(v['upper_covers']):<28}")
     print("  (the lower bound covers, and the 4 built-in rows -- pathwise nulls -- stayed at T_gr = 0 exactly:)")
     for key, v in doc["power"].items():
-        print(f"  {key:<10} lower covers {_fmt_rate(v['lower_covers']):<28} null rows all 0 "
-              f"{_fmt_rate(v['null_rows_zero']):<28} null rows UNSAFE {_fmt_rate(v['null_rows_unsafe'])}")
+        print(f"  {key:<10} lower covers {fmt_rate(v['lower_covers']):<28} null rows all 0 "
+              f"{fmt_rate(v['null_rows_zero']):<28} null rows UNSAFE {fmt_rate(v['null_rows_unsafe'])}")
     print("\nSAFE for the known response at the default margin 5 % (right below 5 pp; an error at 5 pp, the "
           "boundary, and at 10 pp):")
     for key, v in doc["power"].items():
-        print(f"  {key:<10} alone {_fmt_rate(v['safe_alone']):<28} Holm(5) {_fmt_rate(v['safe_holm'])}")
+        print(f"  {key:<10} alone {fmt_rate(v['safe_alone']):<28} Holm(5) {fmt_rate(v['safe_holm'])}")
     print("\nSAFE at the default margin (5 %) under the null (every row of the family SAFE):")
     for key, v in doc["false_alarms"].items():
-        print(f"  {key:<20} {_fmt_rate(v['safe_default'])}")
+        print(f"  {key:<20} {fmt_rate(v['safe_default'])}")
     rep = repeatability(args.seed)
     doc["repeatability"] = rep
     print(f"\nRepeatability: check_operations twice gives the same report bytes: {'yes' if rep['same_bytes'] else 'NO'}"

@@ -10,11 +10,14 @@
   delta²`` on every decision unit, a known response.
 
 Both have a per-record path (the oracle) and an array path that gives the same decisions (each decision's
-generator is ``default_rng(seed)`` on both paths: the ``rng`` contract).
+generator is ``default_rng(seed)`` on both paths: the ``rng`` contract).  :func:`rate` and :func:`fmt_rate` are the
+calibration benches' rates with their exact intervals.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,7 +25,7 @@ import numpy as np
 from ..agents import Agent, QueryBatch, RecordBatch, reference_agent
 from ..maps import seeded_uniforms as uniforms
 
-__all__ = ["BASE", "epsilon_greedy", "visibility_shift"]
+__all__ = ["BASE", "epsilon_greedy", "fmt_rate", "rate", "visibility_shift"]
 
 #: visibility_shift's decision distribution over the four menu positions when outcomes are visible
 BASE = (0.55, 0.15, 0.15, 0.15)
@@ -130,3 +133,22 @@ def visibility_shift(delta: float) -> Agent:
         raise ValueError(f"delta must be in [0, {BASE[0]}]; got {delta!r}")
     return Agent(f"visibility-shift({delta:g})", _Seen(), _ShiftPolicy(delta), _ShiftArray(delta), stochastic=True,
                  invariant_to=("value", "pair", "reorder", "key_slot"))
+
+
+def rate(hits: Iterable[bool]) -> tuple[float, int, int, tuple[float, float]]:
+    """Share of hits, hits, trials and the exact (Clopper-Pearson) 95 % interval of the share (scipy, which the
+    benches' ``dev`` extra installs)."""
+    from scipy.stats import binomtest
+
+    h = list(hits)
+    k, n = sum(h), len(h)
+    if not n:
+        return math.nan, 0, 0, (math.nan, math.nan)
+    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    return k / n, k, n, (float(ci.low), float(ci.high))
+
+
+def fmt_rate(r: tuple[float, int, int, tuple[float, float]]) -> str:
+    """``12.5% [ 9.8, 15.8] (63/500)``."""
+    p, k, n, (lo, hi) = r
+    return f"{100 * p:5.1f}% [{100 * lo:4.1f}, {100 * hi:4.1f}] ({k}/{n})"
