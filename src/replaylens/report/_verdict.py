@@ -303,7 +303,8 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     """A stochastic agent's row (T_gr): Student t on the per-stream values (``inf``); ``p_adj`` the Holm-adjusted p."""
     margin = e.margin(True)
     a = ctx.alpha
-    lo, hi = inf.lower(a), inf.upper(a / 2)   # UNSAFE's one-sided bound; SAFE's: the shown interval's upper end
+    ci = inf.interval(ctx.level)   # the interval shown
+    lo, hi = inf.lower(a), ci[1]   # UNSAFE's one-sided bound; SAFE's: the shown interval's upper end itself
     scale = max(1.0, abs(margin))
     exceeds = math.isfinite(p_adj) and p_adj <= a and _above(lo, margin, scale)
     within = math.isfinite(hi) and _above(margin, hi, scale)
@@ -317,7 +318,6 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     need = inf.streams_to_decide(margin, a / 2 if inf.estimate < margin else a) if status == INCONCLUSIVE \
         else None
     passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
-    ci = inf.interval(ctx.level)
     return Judgement(e, str(row["migration"]), status, passed, str(row["action_readout"]), inf.estimate, ci,
                      int(row["n_changed"]), int(row["n_decisions"]), margin=margin, method="t", p_value=p_adj,
                      bounds=(lo, hi), detectable=inf.detectable(a, DETECT_POWER), streams_needed=need,
