@@ -61,6 +61,7 @@ def test_each_invocation_is_a_run_and_the_same_command_resumes_it(inputs: list[s
 
     other = _run([*base, "--agent", "mean", "--agent", "best"])   # other agents: a new run of OUT, the first kept
     assert other.exit_code == 0, other.output
+    assert other.stderr.count("replay already complete") == 1 and _runs(out / "mean") == [mean1], other.output
     notes = [ln for ln in other.stderr.splitlines() if f"new run {out / 'runs'}" in ln]
     assert len(notes) == 1 and "(different agents)" in notes[0] and run1 in notes[0] and "kept beside it" in notes[0]
     run2 = _latest(out)
@@ -131,14 +132,44 @@ def test_one_agent_and_several_agents_in_one_out_leave_no_dangling_link(inputs: 
 
 def test_several_agent_runs_are_kept_and_pruned_alike(inputs: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    base = ["audit", *inputs, "--out", str(out), *FAST, "--keep-runs", "2"]
-    for other in ("latest", "best", "sum"):
-        assert _run([*base, "--agent", "mean", "--agent", other]).exit_code == 0
-    assert len(_runs(out)) == 2 and not any("-mean-latest-" in r for r in _runs(out))
-    assert len(_runs(out / "mean")) == 2   # each agent's directory keeps its own two
+    base = ["audit", *inputs, "--out", str(out), *FAST, "--keep-runs", "2", "--agent", "mean", "--agent", "latest"]
+    for seed in ("1", "2", "3"):   # (another seed: another plan, new runs of both agents)
+        assert _run([*base, "--seed", seed]).exit_code == 0
+    assert len(_runs(out)) == 2 and len(_runs(out / "mean")) == 2   # each agent's directory keeps its own two
     res = _run(["prune", str(out), "--keep", "1"])
     assert res.exit_code == 0, res.output
-    assert len(_runs(out)) == 1 and len(_runs(out / "mean")) == 1
-    assert "removed 2 runs" in res.stdout and "agents' directories" in res.stdout
+    assert len(_runs(out)) == 1 and len(_runs(out / "mean")) == 1 and len(_runs(out / "latest")) == 1
+    assert "removed 3 runs" in res.stdout and "agents' directories" in res.stdout
     latest = json.loads((out / "agents.json").read_text())["agents"]
     assert all((out / a["run"] / "report.html").is_file() for a in latest)   # the latest comparison's runs stay
+
+
+def test_a_run_a_kept_comparison_links_is_never_pruned(inputs: list[str], tmp_path: Path) -> None:
+    """An agent's run stays while a kept comparison of OUT links it -- whoever prunes its directory: a one-agent
+    audit into it, ``prune``, or the next comparison (which removes it once no kept comparison links it)."""
+    out = tmp_path / "out"
+    agent = tmp_path / "mine.py"
+    agent.write_text("from replaylens.agents import from_callables\n\ndef make():\n"
+                     "    return from_callables(dict, lambda s, t, k, o: s, lambda s, t, m: sorted(m)[0],\n"
+                     "                          name='mine')\n")
+    pair = ["audit", *inputs, "--out", str(out), *FAST, "--agent", "mean", "--agent", f"{agent}:make"]
+    assert _run(pair).exit_code == 0
+    (first,) = _runs(out / "mine")
+    agent.write_text(agent.read_text().replace("sorted(m)[0]", "sorted(m)[-1]"))
+    alone = _run(["audit", *inputs, "--out", str(out / "mine"), *FAST, "--agent", f"{agent}:make",
+                  "--keep-runs", "1"])   # the user iterates on the agent in its own directory
+    assert alone.exit_code == 0, alone.output
+    assert first in _runs(out / "mine") and len(_runs(out / "mine")) == 2, alone.output   # linked: kept
+    assert "removed" not in alone.stderr
+    links = json.loads((out / "agents.json").read_text())["agents"]
+    assert all((out / a["run"] / "report.html").is_file() for a in links)   # OUT's comparison still whole
+    res = _run(["prune", str(out), "--keep", "1"])
+    assert res.exit_code == 0 and "removed 0 runs" in res.stdout and len(_runs(out / "mine")) == 2, res.output
+
+    again = _run([*pair, "--keep-runs", "1"])   # the edited agent compared: the first comparison goes, then its run
+    assert again.exit_code == 0, again.output
+    assert first not in _runs(out / "mine") and len(_runs(out / "mine")) == 1 and len(_runs(out)) == 1
+    assert "removed 1 earlier agent run (--keep-runs 1: each agent's directory keeps its most recent complete " \
+           "run and every run a kept comparison links)" in again.stderr, again.output
+    links = json.loads((out / "agents.json").read_text())["agents"]
+    assert all((out / a["run"] / "report.html").is_file() for a in links)

@@ -101,6 +101,26 @@ def test_a_run_another_holder_has_locked_is_never_removed(tmp_path: Path) -> Non
     assert prune_runs(out, 1) == [old]
 
 
+def test_prune_interrupted_removes_interrupted_runs_too_but_never_a_locked_one(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = [_fake_run(out, f"d{k}", 10**18 + k) for k in range(2)]
+    stopped, held = _fake_run(out, "stop", None), _fake_run(out, "held", None)
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # a process still holds that run
+        assert prune_runs(out, 5, interrupted=True, dry_run=True) == [stopped]
+        dry = _run(["prune", str(out), "--keep", "all", "--interrupted", "--dry-run"])
+        assert dry.exit_code == 0 and f"would remove {stopped}\n" in dry.stdout and stopped.is_dir(), dry.output
+        assert "would remove 1 run" in dry.stdout
+        res = _run(["prune", str(out), "--keep", "all", "--interrupted"])
+        assert res.exit_code == 0 and f"removed {stopped}\n" in res.stdout and "removed 1 run" in res.stdout, res.output
+        assert not stopped.exists() and held.is_dir() and all(d.is_dir() for d in done)
+    finally:
+        os.close(fd)
+    assert prune_runs(out, 1, interrupted=True) == [done[0], held]   # complete runs first (oldest first), then these
+    assert _names(out) == [done[1].name]
+
+
 def test_prune_is_refused_while_another_run_holds_out(tmp_path: Path) -> None:
     out = tmp_path / "out"
     for k in range(3):

@@ -7,7 +7,10 @@ resumed, kept and pruned the same way; ``replaylens compare`` works on any two o
 of OUT like a one-agent audit's (:func:`replaylens.report.agents_run`): ``OUT/runs/<UTC>-agents-…-<digest>/`` holds
 its report.html (a per-agent table, linking each agent's own run, and the paired stream-cluster differences of
 every agent against the first) and agents.json, linked as ``OUT/report.html`` and ``OUT/agents.json``; the same
-command resumes every agent's run and makes that comparison's run the latest again.
+command resumes every agent's run and makes that comparison's run the latest again.  An agent's run is keyed by
+what decides its decisions (its spec and code, the plan, the inputs), not by the agents beside it: ``mean`` audited
+with ``latest`` and then with ``best`` is replayed once (the plan is the same unless an agent beside it raises the
+repeats a stochastic agent needs).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def run_agents(run_audit: Callable[..., Any], specs: tuple[str, ...], params: di
             click.echo(f"agent {agent.name} → {out / d}")
             results.append(run_audit(history=history, futures=futures, evaluator=evaluator, agent=agent,
                                      inputs=inputs, command="audit",
-                                     arguments={**arguments, "agent": spec, "agents": list(specs)},
+                                     arguments={**arguments, "agent": spec},   # (the plan: in the key)
                                      settings=settings, out=out / d, quiet=quiet, prepared=prepared, restart=restart,
                                      overwrite=overwrite, keep_runs=keep_runs))
         comparison = {"dirs": dirs, "seed": settings.seed, "n_resamples": settings.n_resamples,

@@ -37,47 +37,28 @@ class KeepRuns(click.ParamType):
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--keep", "keep", default=DEFAULT_KEEP_RUNS, show_default=True, type=KeepRuns(),
               help="Complete runs kept: the N most recently published (OUT's latest always among them), or 'all'.")
+@click.option("--interrupted", is_flag=True,
+              help="Remove the interrupted runs too (their finished shards are lost: the same command then starts "
+                   "afresh).")
 @click.option("--dry-run", is_flag=True, help="Only list the runs that would be removed.")
 @user_errors
-def prune(out: Path, keep: int | None, dry_run: bool) -> None:
+def prune(out: Path, keep: int | None, interrupted: bool, dry_run: bool) -> None:
     """Remove the complete runs of OUT (OUT/runs/<run>/) beyond the KEEP most recently published, and so in each
-    agent's directory of a several-agent audit in OUT (OUT/<agent>/runs/).  Kept always: OUT's latest run,
-    interrupted runs (rerunning their command resumes them), anything without ReplayLens's run marker.  Refused while
-    another run holds OUT (exit 2)."""
+    agent's directory of a several-agent audit in OUT (OUT/<agent>/runs/).  Kept always: OUT's latest run, an
+    agent's run a kept comparison links, interrupted runs (rerunning their command resumes them; --interrupted
+    removes them), anything without ReplayLens's run marker.  Refused while another run holds OUT (exit 2)."""
     from ..errors import InputError
-    from ..report import prune_runs
+    from ..report import most_recent, named_agent_outs, prune_agent_runs, prune_runs
 
     if not (out / "runs").is_dir():
         raise InputError(str(out), None, None, "no runs here (not an audit's output directory: OUT/runs is missing)")
-    agents = _agent_outs(out)   # read before pruning: the agents of every kept several-agent run
-    gone = prune_runs(out, keep, dry_run=dry_run)
-    for d in agents:
-        gone += prune_runs(d, keep, dry_run=dry_run)
+    agents = named_agent_outs(out)   # read before pruning: the agents of every several-agent run
+    gone = prune_runs(out, keep, interrupted=interrupted, dry_run=dry_run)
+    gone += prune_agent_runs(out, keep, dirs=agents, skip=gone, interrupted=interrupted,
+                             dry_run=dry_run)   # (linked runs stay)
     verb = "would remove" if dry_run else "removed"
     for run in gone:
         click.echo(f"{verb} {run}")
     click.echo(f"{out}: {verb} {len(gone)} run{'' if len(gone) == 1 else 's'}"
-               + ("" if keep is None else f" (keeping the {_most_recent(keep)}"
+               + ("" if keep is None else f" (keeping the {most_recent(keep)}"
                   + (f" of OUT and of each of its {len(agents)} agents' directories)" if agents else ")")))
-
-
-def _agent_outs(out: Path) -> list[Path]:
-    """The agents' directories (``OUT/<agent>/``, each a one-agent OUT) named by OUT's several-agent runs."""
-    import json
-
-    found: dict[str, Path] = {}
-    for index in sorted((out / "runs").glob("*/agents.json")):
-        try:
-            agents = json.loads(index.read_text(encoding="utf-8")).get("agents", [])
-            names = [a["dir"] for a in agents]
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
-            continue
-        for name in names:   # a plain name, as the audit wrote it (never a path out of OUT)
-            plain = isinstance(name, str) and name and Path(name).name == name and not name.startswith(".")
-            if plain and (out / name / "runs").is_dir():
-                found.setdefault(name, out / name)
-    return list(found.values())
-
-
-def _most_recent(keep: int) -> str:
-    return "most recent complete run" if keep == 1 else f"{keep} most recent complete runs"

@@ -30,7 +30,7 @@ from ._migration import write_migration_report
 from ._publish import prune_runs
 from ._render import AuditFiles, forest_plot, load_results, read_decisions, render_markdown, write_results
 from ._run import audit, run_audit
-from ._runs import agents_run
+from ._runs import agents_run, most_recent, named_agent_outs, prune_agent_runs
 from ._stochastic import distinct_answers, resolve_repeats, stochastic_warnings
 from ._stores import write_store_report
 from ._verdict import (
@@ -93,6 +93,9 @@ __all__ = [
     "parse_fail_on",
     "pct",
     "plan_digest",
+    "most_recent",
+    "named_agent_outs",
+    "prune_agent_runs",
     "prune_runs",
     "read_decisions",
     "regression_verdicts",

@@ -29,8 +29,9 @@ from typing import Any
 from .._durable import MARKER, LockedError, fsync_dir, holds_lock, is_ours, locked_dir, make_dir, mark, umask_mode
 from ..errors import ConfigError
 
-__all__ = ["CURRENT", "RUNS", "check_different_run", "check_slots", "current_run", "find_run", "link_latest",
-           "locked_out", "move_earlier_layout", "new_run", "prune_runs", "publish", "result_root", "run_digest"]
+__all__ = ["CURRENT", "RUNS", "check_different_run", "check_slots", "comparison_links", "current_run", "find_run",
+           "link_latest", "locked_out", "move_earlier_layout", "new_run", "prune_runs", "publish", "result_root",
+           "run_digest"]
 
 CURRENT = ".results"
 RUNS = "runs"
@@ -231,8 +232,36 @@ def _drop_dangling(out: Path) -> None:
             p.unlink(missing_ok=True)
 
 
+def comparison_links(out: Path, *, skip: Sequence[Path] = ()) -> dict[str, set[str]]:
+    """The agents' directories OUT's several-agent runs name (``OUT/<agent>/``, by name), each with the names of its
+    runs those comparisons (but the runs ``skip``) link -- what ``agents.json`` lists as ``<agent>/runs/<run>``."""
+    skipped = {p.resolve() for p in skip}
+    found: dict[str, set[str]] = {}
+    runs = out / RUNS
+    if not runs.is_dir() or runs.is_symlink():
+        return found
+    for index in sorted(runs.glob("*/agents.json")):
+        try:
+            named = [(a["dir"], a.get("run")) for a in json.loads(index.read_text(encoding="utf-8"))["agents"]]
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+        for name, run in named:   # plain names, as the audit wrote them (never a path out of OUT)
+            if not _plain(name):
+                continue
+            linked = found.setdefault(name, set())
+            parts = run.split("/") if isinstance(run, str) else []
+            if index.parent.resolve() not in skipped and len(parts) == 3 and parts[:2] == [name, RUNS] \
+                    and _plain(parts[2]):
+                linked.add(parts[2])
+    return found
+
+
+def _plain(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and Path(name).name == name and not name.startswith(".")
+
+
 def prune_runs(out: str | os.PathLike[str], keep: int | None, *, protect: Sequence[Path] = (),
-               dry_run: bool = False) -> list[Path]:
+               skip_links: Sequence[Path] = (), interrupted: bool = False, dry_run: bool = False) -> list[Path]:
     """Remove the complete runs of ``out`` beyond the ``keep`` most recently published (None: keep every run); the
     runs removed (with ``dry_run``: that would be), oldest first.
 
@@ -241,36 +270,56 @@ def prune_runs(out: str | os.PathLike[str], keep: int | None, *, protect: Sequen
     when their set was last published (a resumed run counts from its resume).  OUT's latest run and ``protect``
     (the run just written) are always kept, and count among the ``keep``.  Never removed: an interrupted run (no
     published set: rerunning its command resumes it), a directory without the marker, a link, a run another holder
-    has locked."""
+    has locked, and -- ``out`` being an agent's directory of a several-agent audit -- a run one of the comparisons
+    of ``out``'s parent links (:func:`comparison_links`; but those of the parent's runs ``skip_links``).
+    ``interrupted``: remove the interrupted runs too (whatever ``keep``; their work is lost: the same command then
+    starts afresh), still never one another holder has locked."""
     root = Path(out)
     runs = root / RUNS
-    if keep is None or not runs.is_dir() or runs.is_symlink():
+    if (keep is None and not interrupted) or not runs.is_dir() or runs.is_symlink():
         return []
     with locked_out(root):
         for left in runs.glob(f"{_PRUNED}*"):   # a removal a killed prune left half done
             if not dry_run and is_ours(left, _RUN):
                 shutil.rmtree(left, ignore_errors=True)
         ranked: list[tuple[int, str, Path]] = []
-        for d in runs.iterdir():
+        unfinished: list[Path] = []
+        for d in sorted(runs.iterdir()):
             link = d / CURRENT
-            if d.name.startswith(".") or not is_ours(d, _RUN) or not (link.is_symlink() and link.is_dir()):
+            if d.name.startswith(".") or not is_ours(d, _RUN):
                 continue
-            ranked.append((os.lstat(link).st_mtime_ns, d.name, d))
+            if link.is_symlink() and link.is_dir():
+                ranked.append((os.lstat(link).st_mtime_ns, d.name, d))
+            elif not (link.exists() or link.is_symlink()):
+                unfinished.append(d)
         ranked.sort(reverse=True)
         latest = current_run(root)
-        held = {p.resolve() for p in (*protect, *([latest] if latest is not None else []))}
+        linked = [runs / r for r in comparison_links(root.parent, skip=skip_links).get(root.name, ())]
+        held = {p.resolve() for p in (*protect, *linked, *([latest] if latest is not None else []))}
         kept = [d for *_, d in ranked if d.resolve() in held]
         gone: list[Path] = []
         for *_, d in ranked:
             if d.resolve() in held:
                 continue
-            if len(kept) < keep:
+            if keep is None or len(kept) < keep:
                 kept.append(d)
-            elif dry_run or _remove_run(d):
+            elif _free(d) if dry_run else _remove_run(d):
                 gone.append(d)
+        gone.reverse()
+        if interrupted:
+            gone += [d for d in unfinished if d.resolve() not in held and (_free(d) if dry_run else _remove_run(d))]
         if gone and not dry_run:
             fsync_dir(runs)
-    return gone[::-1]
+    return gone
+
+
+def _free(run: Path) -> bool:
+    """Whether no other holder has locked ``run`` (what a dry run asks instead of removing it)."""
+    try:
+        with locked_dir(run):
+            return True
+    except LockedError:
+        return False
 
 
 def _remove_run(run: Path) -> bool:

@@ -23,6 +23,7 @@ from ._publish import (
     CURRENT,
     RUNS,
     check_slots,
+    comparison_links,
     current_run,
     find_run,
     link_latest,
@@ -34,10 +35,15 @@ from ._publish import (
     run_digest,
 )
 
-__all__ = ["AGENT_FILES", "AgentsRun", "OutRuns", "agents_run"]
+__all__ = ["AGENT_FILES", "AgentsRun", "OutRuns", "agents_run", "most_recent", "named_agent_outs", "prune_agent_runs"]
 
 AGENT_FILES = ("report.html", "agents.json")
 """The result names of a several-agent audit's run, linked in its OUT."""
+
+
+def most_recent(keep: int) -> str:
+    """How a ``--keep-runs`` of ``keep`` reads in a line: "most recent complete run(s)"."""
+    return "most recent complete run" if keep == 1 else f"{keep} most recent complete runs"
 
 
 class OutRuns:
@@ -113,8 +119,8 @@ class OutRuns:
             what = (f"the earlier run {self._rel(gone[0])}" if len(gone) == 1 else
                     f"{len(gone)} earlier runs, {self._rel(gone[0])} … {self._rel(gone[-1])}")
             n = self.keep_runs
-            self.announce(f"removed {what} (--keep-runs {n}: {self.out} keeps its "
-                          f"{'most recent complete run' if n == 1 else f'{n} most recent complete runs'})")
+            assert n is not None   # (None prunes nothing)
+            self.announce(f"removed {what} (--keep-runs {n}: {self.out} keeps its {most_recent(n)})")
 
     def failed(self) -> None:
         """After a failure: remove the run directory this invocation made when it holds no finished shard and no
@@ -191,8 +197,32 @@ class AgentsRun:
 
         with locked_out(run):
             publish(run, build, tuple(texts))
+        dirs = named_agent_outs(runs.out)   # (before OUT's pruning removes a comparison naming them)
         runs.publish()
+        gone = prune_agent_runs(runs.out, runs.keep_runs, dirs=dirs)
+        if gone:
+            n = runs.keep_runs
+            assert n is not None   # (None prunes nothing)
+            runs.announce(f"removed {len(gone)} earlier agent run{'' if len(gone) == 1 else 's'} (--keep-runs {n}: "
+                          f"each agent's directory keeps its {most_recent(n)} and every run a kept comparison links)")
         return run
+
+
+def named_agent_outs(out: Path) -> list[Path]:
+    """The agents' directories (``OUT/<agent>/``, each a one-agent OUT) OUT's several-agent runs name."""
+    return [out / name for name in comparison_links(out) if (out / name / RUNS).is_dir()]
+
+
+def prune_agent_runs(out: Path, keep: int | None, *, dirs: Sequence[Path] = (), skip: Sequence[Path] = (),
+                     interrupted: bool = False, dry_run: bool = False) -> list[Path]:
+    """Prune each agent's directory of OUT's several-agent runs (:func:`agent_outs`; and ``dirs``: those of
+    comparisons OUT's pruning just removed) to its ``keep`` most recent complete runs, never removing a run one of
+    OUT's comparisons (but ``skip``: those a dry run would remove) links, and with ``interrupted`` its interrupted
+    runs; the runs removed (with ``dry_run``: that would be)."""
+    gone: list[Path] = []
+    for d in dict.fromkeys([*named_agent_outs(out), *dirs]):
+        gone += prune_runs(d, keep, skip_links=skip, interrupted=interrupted, dry_run=dry_run)
+    return gone
 
 
 def _agents_change(prev: Path, key: Mapping[str, Any]) -> str:
