@@ -123,10 +123,34 @@ def make():
 '''
 
 
+SITECUSTOMIZE = '''
+import os
+import sys
+
+if "--mode=specific-server" in sys.argv:   # a Ray Client server the head's proxy starts for one driver
+    _tokens = os.path.join(os.environ.get("REPLAYLENS_TEST_CONTROL", ""), "client-aborts")
+    try:
+        with open(_tokens) as _fh:
+            _n = int(_fh.read() or 0)
+    except (OSError, ValueError):
+        _n = 0
+    if _n > 0:   # fail as it fails under load (SIGABRT), once per token
+        with open(_tokens, "w") as _fh:
+            _fh.write(str(_n - 1))
+        os.abort()
+'''
+
+CHANNEL_TIMEOUT_S = 10   # how long the head's proxy waits for a Ray Client server it started (Ray's default: 30)
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     root = make_root()
-    c = Cluster(root, CPUS)
+    hooks = root / "hooks"   # on the nodes' path: a Ray Client server aborts while control/client-aborts > 0
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    c = Cluster(root, CPUS, node_env={"PYTHONPATH": str(hooks),
+                                      "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": str(CHANNEL_TIMEOUT_S)})
     try:
         try:
             c.start()
@@ -314,6 +338,48 @@ def test_a_ray_client_address_runs_the_audit_and_its_failures_are_one_line(clust
     assert err.strip() == "resuming: 3 of 24 shards done, 21 to replay", err
     _same(out, local)
     assert "ray.init() on the server" in next(out.rglob("ray.log")).read_text()   # Ray Client's own line
+
+
+def test_a_ray_client_server_that_fails_to_start_is_tried_again_then_one_line(cluster: Cluster, work: Path,
+                                                                          local: Path) -> None:
+    """The head's proxy forks one Ray Client server per driver; under load that child can abort (SIGABRT, seen in
+    CI: the audit stopped with exit 2).  ReplayLens tries the connection again, ``CLIENT_ATTEMPTS`` times in all,
+    each failure a line of ray.log; when every try fails, one line naming the server's own reason, exit 2.  (Each
+    failed try costs Ray Client about 40 s here: the proxy's channel wait and its log stream's retries.)"""
+    from replaylens.replay._ray import CLIENT_ATTEMPTS
+
+    (cluster.control / "delay_ms").write_text("0")
+    tokens = cluster.control / "client-aborts"
+
+    def client(out: Path) -> tuple[int, str]:
+        args = [*_args(work, out), "--backend", "ray", "--ray-address", cluster.client_address, "--workers", "1"]
+        return _run(cluster, work, args, timeout=60 + CLIENT_ATTEMPTS * 60)
+
+    tokens.write_text("1")
+    code, err = client(work / "retried")
+    assert code == 0, err
+    assert err.strip() == "", err
+    assert tokens.read_text() == "0"   # every abort happened
+    _same(work / "retried", local)
+    log = next((work / "retried").rglob("ray.log")).read_text()
+    assert f"try 1 of {CLIENT_ATTEMPTS}: ConnectionAbortedError: Initialization failure from server: " \
+           "RuntimeError: Proxy failed to Connect to backend!" in log, log
+    assert f"try 2 of {CLIENT_ATTEMPTS}" not in log
+
+    tokens.write_text(str(CLIENT_ATTEMPTS))
+    out = work / "refused"
+    try:
+        code, err = client(out)
+    finally:
+        tokens.unlink()
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"replaylens: error: cannot join the Ray cluster at {cluster.client_address} "
+                               "(from --ray-address): ConnectionAbortedError: Initialization failure from server: "
+                               "RuntimeError: Proxy failed to Connect to backend!"), err
+    assert "is a Ray Client server listening there?" not in err   # one is: the server it started failed
+    assert not (out / "summary.json").exists()
 
 
 def test_bad_runtime_env_and_unreachable_cluster_are_one_line_exit_2(work: Path, tmp_path: Path,

@@ -56,6 +56,13 @@ LOOPBACK = "127.0.0.1"
 """The only address a local instance started for a run listens on."""
 STATUS_EVERY_S = 2.0
 """Seconds between two looks at the cluster (its nodes, CPUs and memory) while shards run."""
+CLIENT_ATTEMPTS = 3
+"""Times a Ray Client connection (``ray://``) is tried when the head's Ray Client server reports that the server
+it starts for this driver failed to start (:data:`_CLIENT_TRANSIENT`) -- each try a new server process."""
+_CLIENT_TRANSIENT = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+"""What the head's proxy says when the per-driver server it forked did not come up.  Measured: under load the
+forked child aborts (SIGABRT, gRPC's fork handlers skipped in the multithreaded proxy) in about one try in five
+on a 2-core machine; the next try starts a new process."""
 
 
 class _Job(Protocol):
@@ -143,7 +150,7 @@ class Ray:
                         logging.getLogger("ray").info("the local Ray instance listens on %s only (its GCS: %s)",
                                                       LOOPBACK, _gcs_address(ray))
                     else:
-                        ray.init(address=asked, **kw)
+                        _init_client(ray, asked, kw) if asked.startswith("ray://") else ray.init(address=asked, **kw)
                         self.joined = asked
                 finally:
                     for w in said:   # into Ray's log, not the console
@@ -155,7 +162,7 @@ class Ray:
             where = f"join the Ray cluster at {asked} (from {source})" if asked not in (None, "local") else \
                 "start a local Ray instance"
             hint = " (is a Ray Client server listening there? `ray start --head` starts one on port 10001)" \
-                if str(asked).startswith("ray://") else ""
+                if str(asked).startswith("ray://") and "from server" not in str(exc) else ""
             raise ConfigError(f"cannot {where}: {_first_line(exc)}{hint} (Ray's log: {log})") from None
 
     # -- running ---------------------------------------------------------------------------------------------------
@@ -313,9 +320,30 @@ def _runtime_env_set(ray: Any) -> bool:
         return False
 
 
+def _init_client(ray: Any, address: str, kw: Mapping[str, Any]) -> None:
+    """``ray.init`` through Ray Client, tried :data:`CLIENT_ATTEMPTS` times while the head's Ray Client server
+    says the server it started for this driver did not come up (each failure logged to Ray's log)."""
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **kw)
+            return
+        except ConnectionAbortedError as exc:
+            if attempt == CLIENT_ATTEMPTS or not any(s in str(exc) for s in _CLIENT_TRANSIENT):
+                raise
+            logging.getLogger("ray").warning("ray.init through %s, try %d of %d: %s; trying again", address,
+                                              attempt, CLIENT_ATTEMPTS, _first_line(exc))
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    """``Type: first line`` of the error; where the first line only introduces a traceback relayed from the
+    cluster (it ends with a colon), the traceback's last line -- the error the cluster raised -- is added."""
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = f"{type(exc).__name__}: {lines[0]}"
+    return f"{head} {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else head
 
 
 def _first_failure(ray: Any, pending: dict[Any, int], k: int, exc: BaseException, log: Path,
