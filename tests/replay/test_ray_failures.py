@@ -315,3 +315,61 @@ def test_a_ray_client_address_without_a_ray_client_server_is_one_line_exit_2(wor
     # the log the line names is there to read (a failed run keeps its directory while it holds Ray's log)
     log = Path(err.strip().rsplit("Ray's log: ", 1)[1].rstrip(")"))
     assert log.is_file() and "ray client connection timeout" in log.read_text().lower()
+
+
+@pytest.mark.slow
+def test_the_clusters_head_lost_is_one_line_exit_2_within_seconds_and_resumes(work: Path, local: Path) -> None:
+    """The head (its GCS) killed under shard 5: Ray's driver would wait 60 s for the GCS and then end the process
+    (exit 1, its own lines on the console); the driver stops once the GCS has not answered for ``HEAD_GRACE_S``
+    (20 s: a head restarting with GCS fault tolerance comes back): one line, exit 2, the five shards before
+    journaled, and the same command resumes (here on the local path: the journal does not depend on the backend)
+    to the local path's bytes.  (Ray's C++ core may print a line of its own as the head goes: the only lines
+    allowed beside ours.)"""
+    from replaylens.replay._ray import HEAD_GRACE_S
+
+    root = make_root()
+    c = Cluster(root, 2, head_cpus=0)
+    try:
+        try:
+            c.start()
+        except Exception as exc:
+            from conftest import require
+
+            require("ray", f"a Ray cluster cannot start here: {exc}")
+        hold = c.control / "hold-s05"
+        hold.write_text("")
+        out = work / "headless"
+        args = [*_args(work, out), "--backend", "ray", "--ray-address", c.address, "--workers", "1"]
+        p = _cli(c, work, args)
+        end = time.monotonic() + 120
+        try:
+            while not _where(c.control):
+                assert p.poll() is None and time.monotonic() < end, p.communicate()[1]
+                time.sleep(0.05)
+            c.kill("head")
+            t0 = time.monotonic()
+            _, err = p.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            hold.unlink()
+            if p.poll() is None:
+                p.kill()
+        c.stop()
+        journaled, written = _done(out), (out / "summary.json").exists() or (out / "decisions.parquet").exists()
+        resumed = _run(c, work, [*_args(work, out), "--backend", "serial"])
+    finally:
+        c.stop()
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+    assert p.returncode == 2, err
+    lines = err.strip().splitlines()
+    ours = [ln for ln in lines if ln.startswith("replaylens:")]
+    assert ours == lines[-1:] and "Traceback" not in err, err
+    assert all(ln.startswith("[") and ".cc:" in ln for ln in lines[:-1]), err   # Ray's native lines only
+    assert "the Ray cluster's head stopped answering (its GCS at " + c.address in ours[0], err
+    assert "finished shards are journaled: rerun when the cluster is back" in ours[0]
+    assert HEAD_GRACE_S <= took < HEAD_GRACE_S + 25, took   # (Ray's own wait: 60 s)
+    assert journaled == 5 and not written
+    code, err = resumed
+    assert code == 0, err
+    assert err.strip() == "resuming: 5 of 24 shards done, 19 to replay", err
+    _same(out, local)

@@ -17,8 +17,9 @@
 * **Failures**: a node lost is Ray's to recover (each task is retried :data:`MAX_RETRIES` times on the nodes
   left); every failure that reaches the driver is one line naming it, a
   :class:`~replaylens.errors.ConfigError` (exit 2: the cluster, its configuration, the code on its nodes) or an
-  :class:`~replaylens.errors.AgentError` (exit 3: the agent raised, or a worker died running it).  Finished
-  shards are journaled by the caller as they arrive, so a rerun resumes.
+  :class:`~replaylens.errors.AgentError` (exit 3: the agent raised, or a worker died running it); the cluster's
+  head silent for :data:`HEAD_GRACE_S` is one too (exit 2).  Finished shards are journaled by the caller as they
+  arrive, so a rerun resumes.
 * **Noise**: Ray's own log lines (its ``ray`` logger, the error messages it relays from the cluster) go to a log
   file (``OUT/ray.log`` for a journaled run), not to the console.
 """
@@ -56,11 +57,18 @@ LOOPBACK = "127.0.0.1"
 """The only address a local instance started for a run listens on."""
 STATUS_EVERY_S = 2.0
 """Seconds between two looks at the cluster (its nodes, CPUs and memory) while shards run."""
+HEAD_TIMEOUT_S = 5.0
+"""Seconds the cluster's GCS (its head) may take to accept a connection at one look."""
+HEAD_GRACE_S = 20.0
+"""Seconds the cluster's GCS may go unanswering (a head restarting with GCS fault tolerance comes back) before the
+run stops -- well within the 60 s after which Ray's driver ends its own process (exit 1, its lines on the console)."""
 CLIENT_ATTEMPTS = 3
 """Times a Ray Client connection (``ray://``) is tried when the head's Ray Client server reports that the server
 it starts for this driver failed to start (:data:`_CLIENT_TRANSIENT`) -- each try a new server process."""
-_CLIENT_TRANSIENT = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
-"""What the head's proxy says when the per-driver server it forked did not come up.  Measured: under load the
+_CLIENT_TRANSIENT = ("Starting Ray client server failed", "Proxy failed to Connect to backend", "psutil.ZombieProcess",
+                     "psutil.NoSuchProcess")
+"""What the head's proxy says when the per-driver server it forked did not come up: it saw the process end, or
+waited for it in vain, or the process was gone before the proxy read its command line.  Measured: under load the
 forked child aborts (SIGABRT, gRPC's fork handlers skipped in the multithreaded proxy) in about one try in five
 on a 2-core machine; the next try starts a new process."""
 
@@ -201,7 +209,15 @@ class Ray:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=STATUS_EVERY_S)
                 if view.stale():
-                    view.refresh()
+                    why = view.head_lost()
+                    if why is not None:
+                        raise ConfigError(f"the Ray cluster's head stopped answering (its GCS at {view.gcs}: {why}, "
+                                          f"for {HEAD_GRACE_S:g} s); finished shards are journaled: rerun when the "
+                                          f"cluster is back (Ray's log: {log})")
+                    if view.silent_since is None:
+                        view.refresh()
+                    else:   # (the GCS silent: the nodes are asked again once it answers)
+                        view.at = time.monotonic()
                     if view.cpus <= 0:
                         raise ConfigError(f"no node of the Ray cluster can run a shard (no CPU left alive); "
                                           f"finished shards are journaled (Ray's log: {log})")
@@ -237,7 +253,23 @@ class _Cluster:
         self.ray, self.workers, self.memory = ray, workers, memory
         self.nodes, self.cpus, self.largest_memory, self.by_memory = 0, 0.0, 0.0, 0
         self.at = 0.0
+        self.gcs = _gcs_address(ray)   # ("?" through Ray Client: its server, not this driver, talks to the GCS)
+        self.silent_since: float | None = None
         self.refresh()
+
+    def head_lost(self) -> str | None:
+        """Why the cluster's GCS (on its head) has not answered for :data:`HEAD_GRACE_S`, or None.  Looked at before
+        ``ray.nodes()``, which waits on a lost GCS."""
+        if self.gcs == "?" or self.ray.util.client.ray.is_connected():
+            return None
+        why = _answers(self.gcs, HEAD_TIMEOUT_S)
+        if why is None:
+            self.silent_since = None
+            return None
+        now = time.monotonic()
+        if self.silent_since is None:
+            self.silent_since = now
+        return why if now - self.silent_since >= HEAD_GRACE_S else None
 
     def refresh(self) -> None:
         alive = [n for n in self.ray.nodes() if n.get("Alive")]
