@@ -74,12 +74,18 @@ def test_each_invocation_is_a_run_and_the_same_command_resumes_it(inputs: list[s
     assert json.loads((out / "agents.json").read_text())["agents"] == index["agents"]
 
 
-def test_a_changed_agent_names_itself_and_restart_and_overwrite_apply(inputs: list[str], tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    agent = tmp_path / "mine.py"
+def _mine(d: Path) -> Path:
+    """An agent file (``mine``: the first menu entry; edit ``sorted(m)[0]`` to change it)."""
+    agent = d / "mine.py"
     agent.write_text("from replaylens.agents import from_callables\n\ndef make():\n"
                      "    return from_callables(dict, lambda s, t, k, o: s, lambda s, t, m: sorted(m)[0],\n"
                      "                          name='mine')\n")
+    return agent
+
+
+def test_a_changed_agent_names_itself_and_restart_and_overwrite_apply(inputs: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    agent = _mine(tmp_path)
     base = ["audit", *inputs, "--out", str(out), *FAST, "--agent", "mean", "--agent", f"{agent}:make"]
     assert _run(base).exit_code == 0
     (run1,) = _runs(out)
@@ -148,10 +154,7 @@ def test_a_run_a_kept_comparison_links_is_never_pruned(inputs: list[str], tmp_pa
     """An agent's run stays while a kept comparison of OUT links it -- whoever prunes its directory: a one-agent
     audit into it, ``prune``, or the next comparison (which removes it once no kept comparison links it)."""
     out = tmp_path / "out"
-    agent = tmp_path / "mine.py"
-    agent.write_text("from replaylens.agents import from_callables\n\ndef make():\n"
-                     "    return from_callables(dict, lambda s, t, k, o: s, lambda s, t, m: sorted(m)[0],\n"
-                     "                          name='mine')\n")
+    agent = _mine(tmp_path)
     pair = ["audit", *inputs, "--out", str(out), *FAST, "--agent", "mean", "--agent", f"{agent}:make"]
     assert _run(pair).exit_code == 0
     (first,) = _runs(out / "mine")

@@ -163,6 +163,22 @@ def _where(ctl: Path) -> list[tuple[Path, int]]:
     return [(m, int(m.name[4:])) for m in ctl.glob("run-*") if m.name[4:].isdigit()]
 
 
+def _held(cluster: Cluster, work: Path, args: list[str], stream: str) -> tuple[Path, subprocess.Popen[str]]:
+    """Start the audit ``args`` with stream ``stream``'s shard held, and return (the hold file, the driver) once
+    that shard runs (its hold mark written, :func:`_where`)."""
+    hold = cluster.control / f"hold-{stream}"
+    hold.write_text("")
+    p = _cli(cluster, work, args)
+    end = time.monotonic() + 120
+    while not _where(cluster.control):
+        if p.poll() is not None or time.monotonic() >= end:
+            hold.unlink()
+            p.kill()
+            raise AssertionError(p.communicate()[1])
+        time.sleep(0.05)
+    return hold, p
+
+
 def _node(cluster: Cluster, sid: int) -> str:
     return next(name for name, s in cluster.groups.items() if s == sid)
 
@@ -212,16 +228,10 @@ def test_the_last_nodes_with_cpus_lost_is_one_line_exit_2_and_resumes(lossy: Clu
                                                                        local: Path) -> None:
     """Every node with CPUs is killed under shard 7 (the head has none): Ray would wait for a node; the driver
     stops.  A node started again, the same command resumes."""
-    hold = lossy.control / "hold-s07"
-    hold.write_text("")
     out = work / "gone"
     args = [*_args(work, out), "--backend", "ray", "--ray-address", lossy.address, "--workers", "1"]
-    p = _cli(lossy, work, args)
-    end = time.monotonic() + 120
+    hold, p = _held(lossy, work, args, "s07")
     try:
-        while not _where(lossy.control):
-            assert p.poll() is None and time.monotonic() < end, p.communicate()[1]
-            time.sleep(0.05)
         for name in [n for n in lossy.groups if n != "head"]:
             lossy.kill(name)
         _, err = p.communicate(timeout=60)
@@ -336,16 +346,10 @@ def test_the_clusters_head_lost_is_one_line_exit_2_within_seconds_and_resumes(wo
             from conftest import require
 
             require("ray", f"a Ray cluster cannot start here: {exc}")
-        hold = c.control / "hold-s05"
-        hold.write_text("")
         out = work / "headless"
         args = [*_args(work, out), "--backend", "ray", "--ray-address", c.address, "--workers", "1"]
-        p = _cli(c, work, args)
-        end = time.monotonic() + 120
+        hold, p = _held(c, work, args, "s05")
         try:
-            while not _where(c.control):
-                assert p.poll() is None and time.monotonic() < end, p.communicate()[1]
-                time.sleep(0.05)
             c.kill("head")
             t0 = time.monotonic()
             _, err = p.communicate(timeout=60)
