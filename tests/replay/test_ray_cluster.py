@@ -149,7 +149,8 @@ def cluster() -> Iterator[Cluster]:
     hooks = root / "hooks"   # on the nodes' path: a Ray Client server aborts while control/client-aborts > 0
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    c = Cluster(root, CPUS, node_env={"PYTHONPATH": str(hooks),
+    path = os.pathsep.join(p for p in (str(hooks), os.environ.get("PYTHONPATH", "")) if p)   # (ahead of the rest)
+    c = Cluster(root, CPUS, node_env={"PYTHONPATH": path,
                                       "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": str(CHANNEL_TIMEOUT_S)})
     try:
         try:

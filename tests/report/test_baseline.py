@@ -105,3 +105,19 @@ def test_fail_on_is_checked() -> None:
     for bad in ("action", "speed:1", "action:-1", "action:x"):
         with pytest.raises(ConfigError, match="--fail-on must be a comma list"):
             parse_fail_on(bad)
+
+
+def test_no_regression_for_a_stochastic_agent_needs_five_streams() -> None:
+    """compare's NO REGRESSION is the audit's SAFE: the interval's upper end within the threshold, from
+    MIN_STREAMS_WITHIN streams; with fewer the same difference is INCONCLUSIVE (a REGRESSED is unaffected)."""
+    from replaylens.report import MIN_STREAMS_WITHIN, Threshold, regression_verdicts
+
+    def comparison(n: int, d: float) -> dict[str, object]:
+        return {"level": 0.95, "n_streams": n, "rows": [
+            {"cell": "pair", "stochastic": True, "action": d, "action_ci": [d - 0.01, d + 0.01],
+             "se": {"action": 0.002}}]}
+
+    gate = [Threshold("action", 0.05)]
+    assert regression_verdicts(comparison(MIN_STREAMS_WITHIN, 0.001), gate)[0]["status"] == "NO REGRESSION"
+    assert regression_verdicts(comparison(MIN_STREAMS_WITHIN - 1, 0.001), gate)[0]["status"] == "INCONCLUSIVE"
+    assert regression_verdicts(comparison(MIN_STREAMS_WITHIN - 1, 0.2), gate)[0]["status"] == "REGRESSED"

@@ -12,7 +12,7 @@ from replaylens.agents import from_callables
 from replaylens.bandit import make_bandit
 from replaylens.inference import mean_inference, t_ppf
 from replaylens.maps import seeded_uniforms as uniforms
-from replaylens.report import Expectation, JudgeContext, audit, judge, judge_rows
+from replaylens.report import MIN_STREAMS_WITHIN, Expectation, JudgeContext, audit, judge, judge_rows
 from replaylens.rng import derive_rng
 from replaylens.testing._calibration import epsilon_greedy, visibility_shift
 
@@ -105,9 +105,12 @@ def test_point3_safe_means_shown_and_fewer_streams_never_make_it_likelier() -> N
             e = next(x for x in res.verdict()["expectations"] if x["cell"] == "pair")   # type: ignore[attr-defined]
             assert e["margin"] == 0.05 and e["margin_source"] == "default"
             safe[n] += e["status"] == "SAFE"
-            if e["status"] == "INCONCLUSIVE":
+            if e["status"] == "INCONCLUSIVE" and "shown within it only from" in e["line"]:
+                assert n < MIN_STREAMS_WITHIN and e["streams_needed"] >= MIN_STREAMS_WITHIN   # a bound below the
+                assert f"only from {MIN_STREAMS_WITHIN} streams" in e["line"]                # margin, too few streams
+            elif e["status"] == "INCONCLUSIVE":
                 assert "detects a response above" in e["line"] and e["detectable"] > 0
-    assert safe[4] <= safe[16] and safe[16] >= 6
+    assert safe[4] == 0 and safe[16] >= 6   # (4 < MIN_STREAMS_WITHIN: never SAFE)
     # a zero margin can never be shown for a stochastic agent: INCONCLUSIVE (or UNSAFE), with what would decide
     res = _eps_audit(0, expect={"pair": {"kind": "invariant", "tolerance": 0.0}})
     e = next(x for x in res.verdict()["expectations"] if x["cell"] == "pair")   # type: ignore[attr-defined]
@@ -178,3 +181,26 @@ def test_holm_controls_the_family_and_inconclusive_policy_gates() -> None:
     strict = judge_rows(rows, [Expectation(c, "invariant", 0.03) for c in ("pair", "reorder", "rename")],
                         JudgeContext(on_inconclusive="fail"))
     assert all(j.status == "INCONCLUSIVE" and not j.passed for j in strict)
+
+
+def test_a_bound_below_the_margin_from_fewer_than_five_streams_is_not_shown_within() -> None:
+    """MIN_STREAMS_WITHIN (measured: SAFE at the margin was wrong in 6.7 % of checks at 4 streams): the same small
+    per-stream values are SAFE from 5 streams and INCONCLUSIVE at 4, saying why and that 5 streams would decide; a
+    declared response's "shown not to respond" (UNSAFE) likewise; the UNSAFE side is not affected."""
+    def row(per: list[float]) -> dict[str, object]:
+        return {"cell": "pair", "migration": "pair", "action_readout": "T_gr(pair,aligned)",
+                "action": float(np.mean(per)), "action_ci": [0, 0], "n_changed": 1, "n_decisions": 100,
+                "n_streams": len(per), "per_stream": {"action": per}}
+
+    small = [0.001, 0.0, 0.002, 0.001, 0.0]
+    five = judge(row(small), Expectation("pair", "invariant", 0.05))
+    assert MIN_STREAMS_WITHIN == 5 and five.status == "SAFE" and five.note == ""
+    four = judge(row(small[:4]), Expectation("pair", "invariant", 0.05))
+    assert four.status == "INCONCLUSIVE" and four.passed and four.bounds[1] < 0.05
+    assert four.streams_needed == MIN_STREAMS_WITHIN
+    assert "upper end of the 95% interval +0.2% < margin 5%: the bound is below the margin, but a stochastic " \
+           "agent is shown within it only from 5 streams" in four.line(), four.line()
+    assert judge(row(small[:4]), Expectation("pair", "responds", 0.05)).status == "INCONCLUSIVE"
+    assert judge(row(small), Expectation("pair", "responds", 0.05)).status == "UNSAFE"
+    big = [0.30, 0.32, 0.31, 0.29]   # far beyond the margin at 4 streams: UNSAFE, as before
+    assert judge(row(big), Expectation("pair", "invariant", 0.05)).status == "UNSAFE"

@@ -36,6 +36,7 @@ from ._stores import write_store_report
 from ._verdict import (
     DEFAULT_STOCHASTIC_MARGIN,
     INCONCLUSIVE,
+    MIN_STREAMS_WITHIN,
     Expectation,
     JudgeContext,
     Judgement,
@@ -53,6 +54,7 @@ __all__ = [
     "CORE_PACKAGES",
     "INTEGRATION_PACKAGES",
     "DEFAULT_STOCHASTIC_MARGIN",
+    "MIN_STREAMS_WITHIN",
     "INCONCLUSIVE",
     "JudgeContext",
     "judge_rows",

@@ -71,8 +71,9 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
     decides.  A stochastic agent's (T_gr rows) is judged as the audit's verdicts are: one-sample Student t on
     the per-stream differences, REGRESSED after Holm's step-down over every judged (row, threshold) at
     ``1 - level``, NO REGRESSION when the upper end of the two-sided ``level`` interval is within the threshold
-    (docs/guide/verdicts.md)."""
+    and at least ``MIN_STREAMS_WITHIN`` streams were replayed (docs/guide/verdicts.md)."""
     from ..inference import MeanInference, holm_adjusted
+    from ._verdict import MIN_STREAMS_WITHIN
 
     alpha = 1.0 - float(comparison.get("level", 0.95))
     rows = {r["cell"]: r for r in comparison["rows"]}
@@ -106,7 +107,7 @@ def regression_verdicts(comparison: Mapping[str, Any], thresholds: Sequence[Thre
             status = "REGRESSED" if sign * d > t.limit + 1e-12 else "NO REGRESSION"
         elif p_adj <= alpha:
             status = "REGRESSED"
-        elif round(t.limit - j["upper"], 12) > 0:
+        elif round(t.limit - j["upper"], 12) > 0 and int(comparison.get("n_streams") or 0) >= MIN_STREAMS_WITHIN:
             status = "NO REGRESSION"
         else:
             status = "INCONCLUSIVE"

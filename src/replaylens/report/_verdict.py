@@ -14,7 +14,8 @@ A deterministic agent's replay is a census (integer counts decide, exactly); a s
 repeat-corrected T_gr is judged by the one-sample Student t on its per-stream values (``S - 1`` degrees of
 freedom), UNSAFE after Holm's step-down over the row family, SAFE when the shown two-sided interval's upper end
 lies below the margin (a one-sided ``1 - alpha/2`` bound: measured, the one-sided ``1 - alpha`` bound said SAFE
-too often at the margin on skewed per-stream values; docs/decisions.md).
+too often at the margin on skewed per-stream values; docs/decisions.md) and at least :data:`MIN_STREAMS_WITHIN`
+streams were replayed (measured: with 4, SAFE at the margin was wrong in 6.7 % [5.2, 8.4] of checks).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from typing import Any, Literal, cast
 from ..inference import MeanInference, holm_adjusted, mean_inference
 
 __all__ = ["DEFINITIONS_MD", "DEFAULT_RESPONDS", "DEFAULT_STOCHASTIC_MARGIN", "INCONCLUSIVE",
-           "INCONCLUSIVE_POLICIES", "Expectation", "Judgement", "JudgeContext", "default_expectation",
-           "expectations_for", "failure_lines", "judge", "judge_rows", "parse_expect_specs", "parse_expectations",
-           "verdict_lines", "verdict_markdown", "verdict_summary"]
+           "INCONCLUSIVE_POLICIES", "MIN_STREAMS_WITHIN", "Expectation", "Judgement", "JudgeContext",
+           "default_expectation", "expectations_for", "failure_lines", "judge", "judge_rows", "parse_expect_specs",
+           "parse_expectations", "verdict_lines", "verdict_markdown", "verdict_summary"]
 
 Kind = Literal["invariant", "responds", "free"]
 KINDS: tuple[str, ...] = ("invariant", "responds", "free")
@@ -50,6 +51,12 @@ INCONCLUSIVE_POLICIES = ("pass", "fail")
 DEFAULT_STOCHASTIC_MARGIN = 0.05
 #: the power at which INCONCLUSIVE states the smallest detectable response
 DETECT_POWER = 0.8
+#: the fewest streams from which a stochastic agent's T_gr is shown *within* a margin (SAFE; a declared response's
+#: UNSAFE; compare's NO REGRESSION).  Measured on 1,000 fresh checks each (bench/verdicts_operations.py, seed
+#: 20261130), SAFE at the margin itself -- an error -- came out 6.7 % [5.2, 8.4] at 4 streams, the only count whose
+#: error was shown above the 5 % level (5.7 % [4.3, 7.3] at 5, 5.2 at 6, 4.7 at 8): per-stream values of a response
+#: made of rare switches are right-skewed, and three degrees of freedom do not absorb it.
+MIN_STREAMS_WITHIN = 5
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,8 @@ class Judgement:
             det = (f"detects a response above {_pc(self.margin + self.detectable, True)} "
                    f"({100 * DETECT_POWER:g}% power) at {self.n_streams} streams"
                    if math.isfinite(self.detectable) else "detects nothing at one stream")
+            if self.method == "t" and self.note:   # (a bound below the margin from too few streams)
+                return f"upper end of the {lvl} interval {_pc(hi, True)} < margin {m}: {self.note}; {need}"
             head = f"{self.note}; " if self.note else ""
             return (f"{head}neither within nor beyond the margin {m} ({lvl} lower bound {_pc(lo, True)}, "
                     f"upper end of the {lvl} interval {_pc(hi, True)}): this audit {det}; {need}")
@@ -307,7 +316,11 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     lo, hi = inf.lower(a), ci[1]   # UNSAFE's one-sided bound; SAFE's: the shown interval's upper end itself
     scale = max(1.0, abs(margin))
     exceeds = math.isfinite(p_adj) and p_adj <= a and _above(lo, margin, scale)
-    within = math.isfinite(hi) and _above(margin, hi, scale)
+    below = math.isfinite(hi) and _above(margin, hi, scale)
+    within = below and inf.n >= MIN_STREAMS_WITHIN
+    note = (f"the bound is below the margin, but a stochastic agent is shown within it only from "
+            f"{MIN_STREAMS_WITHIN} streams (measured: at 4, 6.7% of such bounds were wrong at the margin)"
+            if below and not within and not exceeds and e.kind in ("invariant", "responds") else "")
     if e.kind == "invariant":
         status = UNSAFE if exceeds else SAFE if within else INCONCLUSIVE
     elif e.kind == "responds":
@@ -317,11 +330,13 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     # the streams that would decide: SAFE's bound (alpha/2) below the margin, UNSAFE's (alpha) above it
     need = inf.streams_to_decide(margin, a / 2 if inf.estimate < margin else a) if status == INCONCLUSIVE \
         else None
+    if need is not None and inf.estimate < margin:
+        need = max(need, MIN_STREAMS_WITHIN)
     passed = status in (SAFE, EXPECTED, NOT_JUDGED) or (status == INCONCLUSIVE and ctx.on_inconclusive == "pass")
     return Judgement(e, str(row["migration"]), status, passed, str(row["action_readout"]), inf.estimate, ci,
                      int(row["n_changed"]), int(row["n_decisions"]), margin=margin, method="t", p_value=p_adj,
                      bounds=(lo, hi), detectable=inf.detectable(a, DETECT_POWER), streams_needed=need,
-                     n_streams=inf.n, alpha=a)
+                     n_streams=inf.n, note=note, alpha=a)
 
 
 def _inference(row: Mapping[str, Any]) -> MeanInference:
