@@ -54,8 +54,7 @@ def prune(out: Path, keep: int | None, interrupted: bool, dry_run: bool) -> None
         raise InputError(str(out), None, None, "no runs here (not an audit's output directory: OUT/runs is missing)")
     agents = named_agent_outs(out)   # read before pruning: the agents of every several-agent run
     gone = prune_runs(out, keep, interrupted=interrupted, dry_run=dry_run)
-    gone += prune_agent_runs(out, keep, dirs=agents, skip=gone, interrupted=interrupted,
-                             dry_run=dry_run)   # (linked runs stay)
+    gone += prune_agent_runs(agents, keep, skip=gone, interrupted=interrupted, dry_run=dry_run)   # (linked stay)
     verb = "would remove" if dry_run else "removed"
     for run in gone:
         click.echo(f"{verb} {run}")

@@ -199,7 +199,7 @@ class AgentsRun:
             publish(run, build, tuple(texts))
         dirs = named_agent_outs(runs.out)   # (before OUT's pruning removes a comparison naming them)
         runs.publish()
-        gone = prune_agent_runs(runs.out, runs.keep_runs, dirs=dirs)
+        gone = prune_agent_runs(dirs, runs.keep_runs)
         if gone:
             n = runs.keep_runs
             assert n is not None   # (None prunes nothing)
@@ -213,14 +213,14 @@ def named_agent_outs(out: Path) -> list[Path]:
     return [out / name for name in comparison_links(out) if (out / name / RUNS).is_dir()]
 
 
-def prune_agent_runs(out: Path, keep: int | None, *, dirs: Sequence[Path] = (), skip: Sequence[Path] = (),
+def prune_agent_runs(dirs: Sequence[Path], keep: int | None, *, skip: Sequence[Path] = (),
                      interrupted: bool = False, dry_run: bool = False) -> list[Path]:
-    """Prune each agent's directory of OUT's several-agent runs (:func:`agent_outs`; and ``dirs``: those of
-    comparisons OUT's pruning just removed) to its ``keep`` most recent complete runs, never removing a run one of
-    OUT's comparisons (but ``skip``: those a dry run would remove) links, and with ``interrupted`` its interrupted
-    runs; the runs removed (with ``dry_run``: that would be)."""
+    """Prune each agent's directory ``dirs`` (:func:`named_agent_outs`, read before OUT's own pruning removed a
+    comparison naming one) to its ``keep`` most recent complete runs, never removing a run one of OUT's comparisons
+    (but ``skip``: those a dry run would remove) links, and with ``interrupted`` its interrupted runs; the runs
+    removed (with ``dry_run``: that would be)."""
     gone: list[Path] = []
-    for d in dict.fromkeys([*named_agent_outs(out), *dirs]):
+    for d in dirs:
         gone += prune_runs(d, keep, skip_links=skip, interrupted=interrupted, dry_run=dry_run)
     return gone
 

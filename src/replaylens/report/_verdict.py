@@ -320,7 +320,7 @@ def _stochastic(row: Mapping[str, Any], e: Expectation, ctx: JudgeContext, inf: 
     within = below and inf.n >= MIN_STREAMS_WITHIN
     note = (f"the bound is below the margin, but a stochastic agent is shown within it only from "
             f"{MIN_STREAMS_WITHIN} streams (measured: at 4, 6.7% of such bounds were wrong at the margin)"
-            if below and not within and not exceeds and e.kind in ("invariant", "responds") else "")
+            if below and not within and e.kind in ("invariant", "responds") else "")
     if e.kind == "invariant":
         status = UNSAFE if exceeds else SAFE if within else INCONCLUSIVE
     elif e.kind == "responds":
